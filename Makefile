@@ -1,0 +1,82 @@
+# eft - a small, fast STOMP 1.2 broker.
+#
+#   make            build build/eftd and build/eft-bench
+#   make run        install missing packages, build, run eftd on 127.0.0.1:61613
+#   make test       install missing packages, build, run every test
+#   make asan       the same tests against an ASan+UBSan build (build-asan/)
+#   make valgrind   the end-to-end tests with eftd under valgrind memcheck
+#   make clean
+
+BUILD    ?= build
+CC       ?= gcc
+OPTFLAGS ?= -O2 -g
+CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
+CPPFLAGS += -Iinclude -D_GNU_SOURCE
+LDLIBS   += -levent
+RUN_ARGS ?=
+
+LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
+BENCH_SRCS := $(wildcard tools/eft-bench/*.c)
+BENCH_OBJS := $(BENCH_SRCS:tools/eft-bench/%.c=$(BUILD)/obj/bench/%.o)
+
+ifeq ($(V),)
+Q = @
+QCC = @printf '  CC    %s\n' $@;
+QLD = @printf '  LD    %s\n' $@;
+endif
+
+.PHONY: all deps test-deps run test unit asan valgrind clean
+
+all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench)
+
+$(BUILD)/obj/%.o: src/%.c
+	$(Q)mkdir -p $(dir $@)
+	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/bench/%.o: tools/eft-bench/%.c
+	$(Q)mkdir -p $(dir $@)
+	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/eftd: $(BUILD)/obj/main.o $(LIB_OBJS)
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/eft-bench: $(BENCH_OBJS)
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lm -o $@
+
+$(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
+	$(Q)mkdir -p $(dir $@)
+	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/bench/*.d)
+
+deps:
+	@tools/install-deps build
+
+test-deps:
+	@tools/install-deps test
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	./$(BUILD)/eftd $(RUN_ARGS)
+
+unit: $(UNIT_BINS)
+
+test: test-deps
+	@$(MAKE) --no-print-directory all unit
+	@BUILD=$(BUILD) test/run
+
+asan: test-deps
+	@$(MAKE) --no-print-directory BUILD=build-asan \
+	    OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	    LDFLAGS="-fsanitize=address,undefined" all unit
+	@BUILD=build-asan test/run
+
+valgrind: test-deps
+	@$(MAKE) --no-print-directory all unit
+	@BUILD=$(BUILD) EFTD_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" test/run e2e
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,105 @@
+/* broker.h - the broker's state: destinations by name, message ids, the list
+ * of connections, and the once-per-loop output flush.
+ *
+ * eftd is single-threaded: everything here is touched only from the libevent
+ * loop, so nothing is locked. */
+#ifndef EFT_BROKER_H
+#define EFT_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uthash.h>
+
+#include "eft/config.h"
+#include "eft/msg.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct conn;
+struct sub;
+
+enum dest_kind { DEST_QUEUE, DEST_TOPIC };
+
+/* A FIFO ring of queued messages; redelivered marks what a consumer had. */
+struct qentry {
+	struct msg *msg;
+	bool redelivered;
+};
+
+struct msgq {
+	struct qentry *e;
+	size_t head, count, cap;
+};
+
+struct dest {
+	UT_hash_handle hh;
+	char *name;
+	size_t name_len;
+	enum dest_kind kind;
+	struct msgq q;                        /* queues only */
+	struct sub *subs;                     /* every subscription, linked by dest_next */
+	size_t nsubs;
+	struct sub *ready_head, *ready_tail;  /* queues: who may take a message now, in turn */
+};
+
+struct broker_stats {
+	uint64_t frames_in;
+	uint64_t msgs_in;
+	uint64_t deliveries;
+	uint64_t connections;
+};
+
+struct broker {
+	struct event_base *base;
+	const struct config *cfg;
+	struct dest *dests;
+	uint64_t next_msg_id;
+	uint64_t next_sub_seq;
+	uint64_t next_session;
+	struct conn *conns;                  /* all connections, linked by next */
+	struct conn *flush_head;             /* connections with output to write */
+	struct event *flush_ev;
+	struct evconnlistener *listener;
+	struct broker_stats stats;
+};
+
+/* NULL if out of memory. */
+struct broker *broker_new(struct event_base *base, const struct config *cfg);
+void broker_free(struct broker *b);
+/* Start listening on cfg->bind:cfg->port; -1 with a reason in err. */
+int broker_listen(struct broker *b, char *err, size_t errlen);
+
+/* Is name a destination eftd serves?  Fills kind. */
+bool broker_dest_valid(const char *name, size_t len, enum dest_kind *kind);
+struct dest *broker_dest_find(struct broker *b, const char *name, size_t len);
+/* Find or create; NULL if out of memory. */
+struct dest *broker_dest_get(struct broker *b, const char *name, size_t len, enum dest_kind kind);
+/* Forget a destination that has no subscribers and no messages. */
+void broker_dest_release(struct broker *b, struct dest *d);
+
+/* Route a message (the caller's reference passes to the broker); -1 if out of memory. */
+int broker_publish(struct broker *b, struct dest *d, struct msg *m);
+/* Route m to the destination called name, creating a queue on first use. */
+int broker_send(struct broker *b, const char *name, size_t len, enum dest_kind kind, struct msg *m);
+/* Hand queued messages to ready subscribers, in turn. */
+void broker_dispatch(struct broker *b, struct dest *d);
+/* Put messages a consumer gave back at the head of the queue, in order. */
+int broker_requeue(struct broker *b, struct dest *d, struct msg *m);
+
+/* Ready list of a queue: subscribers that may be given a message. */
+void broker_ready_add(struct dest *d, struct sub *s);
+void broker_ready_remove(struct dest *d, struct sub *s);
+
+/* Write c's output before the loop next waits. */
+void broker_want_flush(struct broker *b, struct conn *c);
+void broker_flush_remove(struct broker *b, struct conn *c);
+
+int msgq_push_back(struct msgq *q, struct msg *m, bool redelivered);
+int msgq_push_front(struct msgq *q, struct msg *m, bool redelivered);
+bool msgq_pop(struct msgq *q, struct qentry *out);
+void msgq_free(struct msgq *q);
+
+#endif

@@ -1,0 +1,62 @@
+/* conn.h - one client connection: socket I/O, output buffer, heart-beats,
+ * and the session state the protocol handlers keep. */
+#ifndef EFT_CONN_H
+#define EFT_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "eft/broker.h"
+#include "eft/parser.h"
+
+struct evbuffer;
+struct event;
+struct sub;
+struct delivery;
+struct tx;
+
+enum conn_state {
+	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
+	CONN_OPEN,
+	CONN_CLOSING,       /* detached from the broker; writing what is left, then closed */
+};
+
+struct conn {
+	struct broker *broker;
+	int fd;                        /* -1 for a connection with no socket (tests, fuzzing) */
+	char peer[64];
+	struct event *ev_read, *ev_write, *ev_timer;
+	struct evbuffer *out;
+	struct parser parser;
+	enum conn_state state;
+	enum stomp_version version;
+	uint64_t session;
+	struct sub *subs;              /* by id */
+	struct delivery *deliveries;   /* unacked, by key */
+	struct tx *txs;                /* open transactions, by name */
+	bool out_blocked;              /* output above the high-water mark: no queue deliveries */
+	bool in_flush;
+	struct conn *flush_prev, *flush_next;
+	struct conn *prev, *next;      /* broker->conns */
+	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
+	unsigned hb_recv_ms;           /* the client promised to send this often; 0 = no promise */
+	uint64_t last_read_ms, last_write_ms;
+};
+
+/* A connection on an accepted socket (fd >= 0) or none (fd < 0). NULL if out of memory. */
+struct conn *conn_new(struct broker *b, int fd, const char *peer);
+/* Close now: detach from the broker, drop unsent output, free. */
+void conn_free(struct conn *c);
+/* Stop reading, detach from the broker, close once the output is written. */
+void conn_close_after_flush(struct conn *c);
+/* Feed received bytes through the parser and the protocol handlers. */
+void conn_process(struct conn *c);
+/* Write pending output; called by the broker's flush. Returns -1 if c was freed. */
+int conn_flush(struct conn *c);
+/* The negotiated heart-beat intervals are known: start the timer. */
+void conn_start_heartbeat(struct conn *c);
+/* Output was added: update out_blocked and ask for a flush. */
+void conn_output_added(struct conn *c);
+uint64_t conn_now_ms(const struct conn *c);
+
+#endif

@@ -1,0 +1,20 @@
+/* log.h - leveled logging to stderr. */
+#ifndef EFT_LOG_H
+#define EFT_LOG_H
+
+enum log_level { EFT_LOG_ERROR, EFT_LOG_WARN, EFT_LOG_INFO, EFT_LOG_DEBUG };
+
+/* The level is process-wide, like syslog's mask: every module logs. */
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+int log_level_parse(const char *name, enum log_level *out);
+void log_msg(enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(EFT_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(EFT_LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(EFT_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) \
+	do { if (log_get_level() >= EFT_LOG_DEBUG) log_msg(EFT_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

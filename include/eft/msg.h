@@ -1,0 +1,51 @@
+/* msg.h - a published message: parsed once, immutable, reference-counted.
+ *
+ * Every queue slot, pending acknowledgement and output buffer that holds the
+ * message holds a reference; the body is never copied per delivery.  The
+ * headers that are the same for every delivery (destination, message-id, the
+ * sender's own headers, content-length) are encoded once per STOMP version
+ * into a ready-to-write block; a delivery only adds MESSAGE, subscription and
+ * ack lines in front of it. */
+#ifndef EFT_MSG_H
+#define EFT_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eft/frame.h"
+
+struct msg {
+	uint32_t refs;
+	uint64_t id;
+	const char *block[STOMP_VERSIONS]; /* encoded common headers, per version */
+	uint32_t block_len[STOMP_VERSIONS];
+	char *body;                        /* body_len bytes, then a NUL */
+	size_t body_len;
+	size_t size;                       /* bytes allocated, for accounting */
+	char data[];
+};
+
+struct msg_spec {
+	const struct frame *frame;  /* the SEND frame, headers already unescaped */
+	const char *dest;
+	size_t dest_len;
+	uint64_t id;
+	const char *reply_to;       /* replaces the frame's reply-to, if not NULL */
+	size_t reply_to_len;
+};
+
+/* NULL if out of memory.  The new message has one reference. */
+struct msg *msg_new(const struct msg_spec *spec);
+
+static inline struct msg *
+msg_ref(struct msg *m)
+{
+	m->refs++;
+	return m;
+}
+
+void msg_unref(struct msg *m);
+/* For evbuffer_add_reference: drop the reference an output buffer held. */
+void msg_unref_cb(const void *data, size_t len, void *msg);
+
+#endif

@@ -1,0 +1,73 @@
+/* sub.h - subscriptions, their deliveries and acknowledgements.
+ *
+ * A delivery in client or client-individual mode is kept until it is ACKed,
+ * NACKed or its subscription ends; then the message is released or goes back
+ * to the head of its queue, marked redelivered. */
+#ifndef EFT_SUB_H
+#define EFT_SUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uthash.h>
+
+#include "eft/broker.h"
+
+enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
+
+struct delivery_key {
+	uint64_t sub_seq;
+	uint64_t msg_id;
+};
+
+struct delivery {
+	UT_hash_handle hh;                 /* in conn->deliveries */
+	struct delivery_key key;
+	struct msg *msg;
+	struct sub *sub;
+	struct delivery *prev, *next;      /* sub's unacked list, oldest first */
+	bool redelivered;
+};
+
+struct sub {
+	UT_hash_handle hh;                 /* in conn->subs, keyed by id */
+	char *id;                          /* the client's id (1.0 without id: the destination) */
+	size_t id_len;
+	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id */
+	size_t sub_line_len;
+	struct conn *conn;
+	struct dest *dest;
+	enum ack_mode ack;
+	uint64_t seq;                      /* broker-unique, names deliveries */
+	uint32_t prefetch;                 /* most unacked deliveries; 0 = no limit */
+	struct sub *dest_prev, *dest_next; /* in dest->subs */
+	struct sub *ready_prev, *ready_next;
+	bool in_ready;
+	struct delivery *unacked_head, *unacked_tail;
+	size_t n_unacked;
+};
+
+int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
+
+/* Subscribe c to d; NULL if out of memory.  has_id: the client named the subscription. */
+struct sub *sub_new(struct conn *c, struct dest *d, const char *id, size_t id_len, bool has_id,
+    enum ack_mode ack, uint32_t prefetch);
+/* End a subscription: unacked queue messages go back to their queue. */
+void sub_free(struct sub *s);
+
+/* May s be given another message now? */
+bool sub_can_take(const struct sub *s);
+/* Deliver m (the caller's reference passes on); -1 if out of memory. */
+int sub_deliver(struct sub *s, struct msg *m, bool redelivered);
+
+/* The ack header value for a delivery ("SEQ-MSGID"); returns its length. */
+size_t sub_ack_id(char *buf, size_t size, uint64_t sub_seq, uint64_t msg_id);
+int sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out);
+
+/* Acknowledge (nack=false) or give back (nack=true) the delivery with key k:
+ * in client mode it and every older delivery of its subscription.  Returns
+ * false if no such delivery is pending. */
+bool sub_settle(struct conn *c, const struct delivery_key *k, bool nack);
+
+#endif

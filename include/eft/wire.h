@@ -1,0 +1,27 @@
+/* wire.h - encoding the frames the server sends into an output buffer. */
+#ifndef EFT_WIRE_H
+#define EFT_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "eft/frame.h"
+#include "eft/msg.h"
+
+struct evbuffer;
+struct sub;
+
+/* Bodies at least this long are added to output by reference, not copied. */
+#define WIRE_REFERENCE_MIN 2048
+
+int wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, struct msg *m,
+    const char *ack_id, size_t ack_len, bool redelivered);
+int wire_receipt(struct evbuffer *out, enum stomp_version v, const char *receipt_id, size_t len);
+/* ERROR with a `message` header, `receipt-id` when known, and a text body. */
+int wire_error(struct evbuffer *out, enum stomp_version v, const char *message,
+    const char *receipt_id, size_t receipt_len, const char *detail);
+/* Append "name:value\n", escaped for v. */
+int wire_header(struct evbuffer *out, enum stomp_version v, const char *name, const char *value,
+    size_t value_len);
+
+#endif

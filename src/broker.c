@@ -1,0 +1,409 @@
+/* broker.c - destinations and routing.
+ *
+ * A queue keeps messages in a ring and hands each to one subscriber, taking
+ * ready subscribers in turn (round-robin) from a list, so choosing one costs
+ * O(1) however many there are.  A topic hands each message to every current
+ * subscriber and keeps nothing.  Output is not written here: connections
+ * that got output are put on a flush list, written once per loop turn. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "eft/broker.h"
+#include "eft/conn.h"
+#include "eft/log.h"
+#include "eft/sub.h"
+
+/* ---- message ring ---- */
+
+static int
+msgq_grow(struct msgq *q)
+{
+	if (q->count < q->cap)
+		return 0;
+	size_t cap = q->cap ? q->cap * 2 : 16;
+	struct qentry *e = malloc(cap * sizeof(*e));
+	if (e == NULL)
+		return -1;
+	for (size_t i = 0; i < q->count; i++)
+		e[i] = q->e[(q->head + i) % q->cap];
+	free(q->e);
+	q->e = e;
+	q->head = 0;
+	q->cap = cap;
+	return 0;
+}
+
+int
+msgq_push_back(struct msgq *q, struct msg *m, bool redelivered)
+{
+	if (msgq_grow(q) != 0)
+		return -1;
+	q->e[(q->head + q->count) % q->cap] = (struct qentry){ m, redelivered };
+	q->count++;
+	return 0;
+}
+
+int
+msgq_push_front(struct msgq *q, struct msg *m, bool redelivered)
+{
+	if (msgq_grow(q) != 0)
+		return -1;
+	q->head = (q->head + q->cap - 1) % q->cap;
+	q->e[q->head] = (struct qentry){ m, redelivered };
+	q->count++;
+	return 0;
+}
+
+bool
+msgq_pop(struct msgq *q, struct qentry *out)
+{
+	if (q->count == 0)
+		return false;
+	*out = q->e[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+	return true;
+}
+
+void
+msgq_free(struct msgq *q)
+{
+	struct qentry e;
+	while (msgq_pop(q, &e))
+		msg_unref(e.msg);
+	free(q->e);
+	memset(q, 0, sizeof(*q));
+}
+
+/* ---- destinations ---- */
+
+bool
+broker_dest_valid(const char *name, size_t len, enum dest_kind *kind)
+{
+	if (len > 7 && memcmp(name, "/queue/", 7) == 0) {
+		*kind = DEST_QUEUE;
+		return true;
+	}
+	if (len > 7 && memcmp(name, "/topic/", 7) == 0) {
+		*kind = DEST_TOPIC;
+		return true;
+	}
+	return false;
+}
+
+struct dest *
+broker_dest_find(struct broker *b, const char *name, size_t len)
+{
+	struct dest *d;
+	HASH_FIND(hh, b->dests, name, len, d);
+	return d;
+}
+
+struct dest *
+broker_dest_get(struct broker *b, const char *name, size_t len, enum dest_kind kind)
+{
+	struct dest *d = broker_dest_find(b, name, len);
+	if (d != NULL)
+		return d;
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return NULL;
+	d->name = malloc(len + 1);
+	if (d->name == NULL) {
+		free(d);
+		return NULL;
+	}
+	memcpy(d->name, name, len);
+	d->name[len] = '\0';
+	d->name_len = len;
+	d->kind = kind;
+	HASH_ADD_KEYPTR(hh, b->dests, d->name, d->name_len, d);
+	log_debug("destination %s created", d->name);
+	return d;
+}
+
+static void
+dest_free(struct dest *d)
+{
+	msgq_free(&d->q);
+	free(d->name);
+	free(d);
+}
+
+void
+broker_dest_release(struct broker *b, struct dest *d)
+{
+	if (d->nsubs > 0 || d->q.count > 0)
+		return;
+	HASH_DEL(b->dests, d);
+	log_debug("destination %s removed", d->name);
+	dest_free(d);
+}
+
+/* ---- routing ---- */
+
+void
+broker_ready_add(struct dest *d, struct sub *s)
+{
+	if (s->in_ready)
+		return;
+	s->in_ready = true;
+	s->ready_next = NULL;
+	s->ready_prev = d->ready_tail;
+	if (d->ready_tail)
+		d->ready_tail->ready_next = s;
+	else
+		d->ready_head = s;
+	d->ready_tail = s;
+}
+
+void
+broker_ready_remove(struct dest *d, struct sub *s)
+{
+	if (!s->in_ready)
+		return;
+	if (s->ready_prev)
+		s->ready_prev->ready_next = s->ready_next;
+	else
+		d->ready_head = s->ready_next;
+	if (s->ready_next)
+		s->ready_next->ready_prev = s->ready_prev;
+	else
+		d->ready_tail = s->ready_prev;
+	s->ready_prev = s->ready_next = NULL;
+	s->in_ready = false;
+}
+
+void
+broker_dispatch(struct broker *b, struct dest *d)
+{
+	(void)b;
+	while (d->q.count > 0 && d->ready_head != NULL) {
+		struct sub *s = d->ready_head;
+		broker_ready_remove(d, s);
+		/* Readiness is checked lazily: a subscriber whose connection
+		 * became blocked since it was listed just drops out here. */
+		if (!sub_can_take(s))
+			continue;
+		struct qentry e;
+		if (!msgq_pop(&d->q, &e))
+			break;
+		if (sub_deliver(s, e.msg, e.redelivered) != 0) {
+			msgq_push_front(&d->q, e.msg, e.redelivered); /* room was just freed */
+			log_error("out of memory delivering to %s", d->name);
+			return;
+		}
+		if (sub_can_take(s))
+			broker_ready_add(d, s);
+	}
+}
+
+int
+broker_publish(struct broker *b, struct dest *d, struct msg *m)
+{
+	b->stats.msgs_in++;
+	if (d->kind == DEST_TOPIC) {
+		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+			if (sub_deliver(s, msg_ref(m), false) != 0) {
+				msg_unref(m);
+				log_error("out of memory delivering to %s", d->name);
+			}
+		}
+		msg_unref(m);
+		return 0;
+	}
+	if (msgq_push_back(&d->q, m, false) != 0) {
+		msg_unref(m);
+		return -1;
+	}
+	broker_dispatch(b, d);
+	return 0;
+}
+
+int
+broker_send(struct broker *b, const char *name, size_t len, enum dest_kind kind, struct msg *m)
+{
+	struct dest *d = broker_dest_find(b, name, len);
+	if (d == NULL && kind == DEST_TOPIC) {
+		/* Nobody listens: a topic keeps nothing, so there is nothing to do. */
+		b->stats.msgs_in++;
+		msg_unref(m);
+		return 0;
+	}
+	if (d == NULL)
+		d = broker_dest_get(b, name, len, kind);
+	if (d == NULL) {
+		msg_unref(m);
+		return -1;
+	}
+	return broker_publish(b, d, m);
+}
+
+int
+broker_requeue(struct broker *b, struct dest *d, struct msg *m)
+{
+	(void)b;
+	if (msgq_push_front(&d->q, m, true) != 0) {
+		log_error("out of memory: message %llu of %s lost", (unsigned long long)m->id, d->name);
+		msg_unref(m);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- output flushing ---- */
+
+void
+broker_want_flush(struct broker *b, struct conn *c)
+{
+	if (c->in_flush || c->fd < 0)
+		return;
+	c->in_flush = true;
+	c->flush_prev = NULL;
+	c->flush_next = b->flush_head;
+	if (b->flush_head)
+		b->flush_head->flush_prev = c;
+	b->flush_head = c;
+	event_active(b->flush_ev, EV_WRITE, 0);
+}
+
+void
+broker_flush_remove(struct broker *b, struct conn *c)
+{
+	if (!c->in_flush)
+		return;
+	if (c->flush_prev)
+		c->flush_prev->flush_next = c->flush_next;
+	else
+		b->flush_head = c->flush_next;
+	if (c->flush_next)
+		c->flush_next->flush_prev = c->flush_prev;
+	c->flush_prev = c->flush_next = NULL;
+	c->in_flush = false;
+}
+
+/* Runs after the callbacks of one loop turn: one write per connection for
+ * everything the turn produced. */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	while (b->flush_head != NULL) {
+		struct conn *c = b->flush_head;
+		broker_flush_remove(b, c);
+		conn_flush(c);
+	}
+}
+
+/* ---- listening ---- */
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	(void)l;
+	(void)salen;
+	struct broker *b = arg;
+	char host[INET6_ADDRSTRLEN] = "?", peer[64];
+	int port = 0;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(peer, sizeof(peer), sa->sa_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (conn_new(b, fd, peer) == NULL) {
+		log_error("%s: out of memory, connection refused", peer);
+		evutil_closesocket(fd);
+	}
+}
+
+static void
+accept_error_cb(struct evconnlistener *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	/* EMFILE and the like: keep serving the connections we have. */
+	log_warn("accept failed: %s", strerror(errno));
+}
+
+int
+broker_listen(struct broker *b, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	char spec[96];
+	const char *bind = b->cfg->bind;
+	if (strchr(bind, ':') != NULL && bind[0] != '[')
+		snprintf(spec, sizeof(spec), "[%s]:%u", bind, b->cfg->port);
+	else
+		snprintf(spec, sizeof(spec), "%s:%u", bind, b->cfg->port);
+	memset(&ss, 0, sizeof(ss));
+	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &sslen) != 0) {
+		snprintf(err, errlen, "bad listen address '%s' (give a numeric IPv4 or IPv6 address)", bind);
+		return -1;
+	}
+	b->listener = evconnlistener_new_bind(b->base, accept_cb, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+	    (struct sockaddr *)&ss, sslen);
+	if (b->listener == NULL) {
+		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
+		return -1;
+	}
+	evconnlistener_set_error_cb(b->listener, accept_error_cb);
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+struct broker *
+broker_new(struct event_base *base, const struct config *cfg)
+{
+	struct broker *b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return NULL;
+	b->base = base;
+	b->cfg = cfg;
+	b->next_msg_id = 1;
+	b->next_sub_seq = 1;
+	b->next_session = 1;
+	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
+	if (b->flush_ev == NULL) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+void
+broker_free(struct broker *b)
+{
+	if (b == NULL)
+		return;
+	if (b->listener)
+		evconnlistener_free(b->listener);
+	while (b->conns != NULL)
+		conn_free(b->conns);
+	struct dest *d, *tmp;
+	HASH_ITER(hh, b->dests, d, tmp) {
+		HASH_DEL(b->dests, d);
+		dest_free(d);
+	}
+	event_free(b->flush_ev);
+	free(b);
+}

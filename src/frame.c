@@ -1,0 +1,210 @@
+/* frame.c - command and header names, and the escaping rules of STOMP 1.1
+ * (\n \c \\) and 1.2 (also \r).  STOMP 1.0 has no escaping at all. */
+#include <string.h>
+
+#include "eft/frame.h"
+
+static const char *const cmd_names[CMD_COUNT] = {
+	[CMD_UNKNOWN] = "UNKNOWN",
+	[CMD_CONNECT] = "CONNECT",
+	[CMD_STOMP] = "STOMP",
+	[CMD_SEND] = "SEND",
+	[CMD_SUBSCRIBE] = "SUBSCRIBE",
+	[CMD_UNSUBSCRIBE] = "UNSUBSCRIBE",
+	[CMD_ACK] = "ACK",
+	[CMD_NACK] = "NACK",
+	[CMD_BEGIN] = "BEGIN",
+	[CMD_COMMIT] = "COMMIT",
+	[CMD_ABORT] = "ABORT",
+	[CMD_DISCONNECT] = "DISCONNECT",
+};
+
+static const char *const hdr_names[HDR_COUNT] = {
+	[HDR_ACCEPT_VERSION] = "accept-version",
+	[HDR_ACK] = "ack",
+	[HDR_CONTENT_LENGTH] = "content-length",
+	[HDR_CONTENT_TYPE] = "content-type",
+	[HDR_DESTINATION] = "destination",
+	[HDR_HEART_BEAT] = "heart-beat",
+	[HDR_HOST] = "host",
+	[HDR_ID] = "id",
+	[HDR_LOGIN] = "login",
+	[HDR_MESSAGE_ID] = "message-id",
+	[HDR_PASSCODE] = "passcode",
+	[HDR_RECEIPT] = "receipt",
+	[HDR_REPLY_TO] = "reply-to",
+	[HDR_SUBSCRIPTION] = "subscription",
+	[HDR_TRANSACTION] = "transaction",
+	[HDR_PREFETCH_COUNT] = "prefetch-count",
+};
+
+enum frame_cmd
+frame_cmd_lookup(const char *name, size_t len)
+{
+	/* Few commands: compare the length first so most misses cost one branch. */
+	for (int c = CMD_CONNECT; c < CMD_COUNT; c++) {
+		const char *n = cmd_names[c];
+		if (strlen(n) == len && memcmp(n, name, len) == 0)
+			return (enum frame_cmd)c;
+	}
+	return CMD_UNKNOWN;
+}
+
+const char *
+frame_cmd_name(enum frame_cmd cmd)
+{
+	return (cmd >= 0 && cmd < CMD_COUNT) ? cmd_names[cmd] : "UNKNOWN";
+}
+
+enum hdr_id
+frame_hdr_lookup(const char *name, size_t len)
+{
+	if (len < 2 || len > 15)
+		return HDR_OTHER;
+	switch (name[0]) {
+	case 'a':
+		if (len == 3 && memcmp(name, "ack", 3) == 0)
+			return HDR_ACK;
+		if (len == 14 && memcmp(name, "accept-version", 14) == 0)
+			return HDR_ACCEPT_VERSION;
+		break;
+	case 'c':
+		if (len == 14 && memcmp(name, "content-length", 14) == 0)
+			return HDR_CONTENT_LENGTH;
+		if (len == 12 && memcmp(name, "content-type", 12) == 0)
+			return HDR_CONTENT_TYPE;
+		break;
+	case 'd':
+		if (len == 11 && memcmp(name, "destination", 11) == 0)
+			return HDR_DESTINATION;
+		break;
+	case 'h':
+		if (len == 10 && memcmp(name, "heart-beat", 10) == 0)
+			return HDR_HEART_BEAT;
+		if (len == 4 && memcmp(name, "host", 4) == 0)
+			return HDR_HOST;
+		break;
+	case 'i':
+		if (len == 2 && name[1] == 'd')
+			return HDR_ID;
+		break;
+	case 'l':
+		if (len == 5 && memcmp(name, "login", 5) == 0)
+			return HDR_LOGIN;
+		break;
+	case 'm':
+		if (len == 10 && memcmp(name, "message-id", 10) == 0)
+			return HDR_MESSAGE_ID;
+		break;
+	case 'p':
+		if (len == 8 && memcmp(name, "passcode", 8) == 0)
+			return HDR_PASSCODE;
+		if (len == 14 && memcmp(name, "prefetch-count", 14) == 0)
+			return HDR_PREFETCH_COUNT;
+		break;
+	case 'r':
+		if (len == 7 && memcmp(name, "receipt", 7) == 0)
+			return HDR_RECEIPT;
+		if (len == 8 && memcmp(name, "reply-to", 8) == 0)
+			return HDR_REPLY_TO;
+		break;
+	case 's':
+		if (len == 12 && memcmp(name, "subscription", 12) == 0)
+			return HDR_SUBSCRIPTION;
+		break;
+	case 't':
+		if (len == 11 && memcmp(name, "transaction", 11) == 0)
+			return HDR_TRANSACTION;
+		break;
+	}
+	return HDR_OTHER;
+}
+
+const char *
+frame_hdr_name(enum hdr_id id)
+{
+	return (id >= 0 && id < HDR_COUNT) ? hdr_names[id] : "";
+}
+
+/* The escape for byte c in version v, or 0 if c stands for itself. */
+static inline char
+escape_char(enum stomp_version v, char c)
+{
+	if (v == STOMP_1_0)
+		return 0;
+	switch (c) {
+	case '\n': return 'n';
+	case ':': return 'c';
+	case '\\': return '\\';
+	case '\r': return v == STOMP_1_2 ? 'r' : 0;
+	default: return 0;
+	}
+}
+
+bool
+frame_needs_escape(enum stomp_version v, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (escape_char(v, s[i]))
+			return true;
+	return false;
+}
+
+size_t
+frame_escaped_len(enum stomp_version v, const char *s, size_t len)
+{
+	size_t n = len;
+	for (size_t i = 0; i < len; i++)
+		if (escape_char(v, s[i]))
+			n++;
+	return n;
+}
+
+char *
+frame_escape(enum stomp_version v, char *dst, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		char e = escape_char(v, s[i]);
+		if (e) {
+			*dst++ = '\\';
+			*dst++ = e;
+		} else {
+			*dst++ = s[i];
+		}
+	}
+	return dst;
+}
+
+int
+frame_unescape(enum stomp_version v, char *s, uint32_t *len)
+{
+	if (v == STOMP_1_0)
+		return 0;
+	char *bs = memchr(s, '\\', *len);
+	if (bs == NULL)
+		return 0;
+	char *out = bs, *in = bs, *end = s + *len;
+	while (in < end) {
+		if (*in != '\\') {
+			*out++ = *in++;
+			continue;
+		}
+		if (in + 1 == end)
+			return -1;
+		switch (in[1]) {
+		case 'n': *out++ = '\n'; break;
+		case 'c': *out++ = ':'; break;
+		case '\\': *out++ = '\\'; break;
+		case 'r':
+			if (v != STOMP_1_2)
+				return -1;
+			*out++ = '\r';
+			break;
+		default:
+			return -1;
+		}
+		in += 2;
+	}
+	*len = (uint32_t)(out - s);
+	return 0;
+}

@@ -1,0 +1,164 @@
+/* main.c - eftd: flags, config, signals, and the event loop. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "eft/broker.h"
+#include "eft/config.h"
+#include "eft/log.h"
+#include "eft/version.h"
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: eftd [options]\n"
+	    "\n"
+	    "eft %s - a small, fast STOMP 1.0/1.1/1.2 broker.\n"
+	    "\n"
+	    "  -b, --bind ADDR        listen address (default 127.0.0.1; ::1 or 0.0.0.0 also work)\n"
+	    "  -p, --port PORT        listen port (default 61613; 0 picks a free port and logs it)\n"
+	    "  -c, --config FILE      read settings from FILE (key = value lines; see etc/eftd.conf)\n"
+	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
+	    "  -V, --version          print the version and exit\n"
+	    "  -h, --help             print this help and exit\n"
+	    "\n"
+	    "Flags override the config file.  SIGINT or SIGTERM stops eftd cleanly.\n",
+	    EFT_VERSION);
+}
+
+static void
+stop_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	log_info("signal %d: shutting down", (int)sig);
+	event_base_loopexit(arg, NULL);
+}
+
+/* The port actually bound (differs from the config for port 0). */
+static unsigned
+bound_port(struct broker *b)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	evutil_socket_t fd = evconnlistener_get_fd(b->listener);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		return b->cfg->port;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "bind", required_argument, NULL, 'b' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config_path = NULL;
+	/* Flags are applied after the file, so remember them in order. */
+	const char *flag_key[8];
+	const char *flag_val[8];
+	int nflags = 0, opt;
+
+	while ((opt = getopt_long(argc, argv, "b:p:c:l:Vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'b': case 'p': case 'l':
+			if (nflags < 8) {
+				flag_key[nflags] = opt == 'b' ? "bind" : opt == 'p' ? "port" : "log-level";
+				flag_val[nflags++] = optarg;
+			}
+			break;
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'V':
+			printf("eftd %s\n", EFT_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "eftd: try 'eftd --help'\n");
+			return 1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "eftd: unexpected argument '%s'; try 'eftd --help'\n", argv[optind]);
+		return 1;
+	}
+
+	struct config cfg;
+	char err[512];
+	config_defaults(&cfg);
+	if (config_path != NULL && config_load(&cfg, config_path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		return 1;
+	}
+	for (int i = 0; i < nflags; i++) {
+		if (config_set(&cfg, flag_key[i], flag_val[i], err, sizeof(err)) != 0) {
+			fprintf(stderr, "eftd: --%s\n", err);
+			return 1;
+		}
+	}
+	log_set_level(cfg.log_level);
+	/* A peer that vanishes must not kill the broker; write() reports EPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+
+	int rc = 1;
+	struct event *sigint = NULL, *sigterm = NULL;
+	struct broker *b = NULL;
+	struct event_base *base = event_base_new();
+	if (base == NULL) {
+		fprintf(stderr, "eftd: cannot create the event loop\n");
+		return 1;
+	}
+	b = broker_new(base, &cfg);
+	if (b == NULL) {
+		fprintf(stderr, "eftd: out of memory\n");
+		goto out;
+	}
+	if (broker_listen(b, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		goto out;
+	}
+	sigint = evsignal_new(base, SIGINT, stop_cb, base);
+	sigterm = evsignal_new(base, SIGTERM, stop_cb, base);
+	if (sigint == NULL || sigterm == NULL || event_add(sigint, NULL) != 0 ||
+	    event_add(sigterm, NULL) != 0) {
+		fprintf(stderr, "eftd: cannot install signal handlers\n");
+		goto out;
+	}
+	log_info("eft %s listening on %s port %u (libevent %s, %s)", EFT_VERSION, cfg.bind,
+	    bound_port(b), event_get_version(), event_base_get_method(base));
+	if (event_base_dispatch(base) < 0) {
+		fprintf(stderr, "eftd: event loop failed\n");
+		goto out;
+	}
+	log_info("stopped: %llu connections, %llu messages in, %llu deliveries",
+	    (unsigned long long)b->stats.connections, (unsigned long long)b->stats.msgs_in,
+	    (unsigned long long)b->stats.deliveries);
+	rc = 0;
+out:
+	broker_free(b);
+	if (sigint)
+		event_free(sigint);
+	if (sigterm)
+		event_free(sigterm);
+	event_base_free(base);
+	libevent_global_shutdown();
+	return rc;
+}

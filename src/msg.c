@@ -1,0 +1,155 @@
+/* msg.c - building the shared form of a message from a SEND frame.
+ *
+ * One allocation holds the struct, the encoded header block(s) and the body.
+ * Most messages have no header byte that needs escaping, and then the 1.0,
+ * 1.1 and 1.2 blocks are the same bytes, stored once. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eft/msg.h"
+
+/* Headers the broker writes itself, or that only mean something to it. */
+static int
+header_dropped(const struct header *h, int have_reply_to)
+{
+	switch (h->id) {
+	case HDR_DESTINATION:
+	case HDR_MESSAGE_ID:
+	case HDR_CONTENT_LENGTH:
+	case HDR_RECEIPT:
+	case HDR_TRANSACTION:
+	case HDR_SUBSCRIPTION:
+	case HDR_ACK:
+		return 1;
+	case HDR_REPLY_TO:
+		return have_reply_to;
+	default:
+		return h->name_len == 11 && memcmp(h->name, "redelivered", 11) == 0;
+	}
+}
+
+/* STOMP 1.0 cannot carry a newline in a header, nor a colon in a name. */
+static int
+header_fits_1_0(const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	return memchr(name, ':', nlen) == NULL && memchr(name, '\n', nlen) == NULL &&
+	    memchr(name, '\r', nlen) == NULL && memchr(value, '\n', vlen) == NULL &&
+	    memchr(value, '\r', vlen) == NULL;
+}
+
+struct block_writer {
+	enum stomp_version v;
+	char *p;      /* NULL while only measuring */
+	size_t len;
+};
+
+static void
+put_header(struct block_writer *w, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	if (w->v == STOMP_1_0 && !header_fits_1_0(name, nlen, value, vlen))
+		return;
+	if (w->p == NULL) {
+		w->len += frame_escaped_len(w->v, name, nlen) + frame_escaped_len(w->v, value, vlen) + 2;
+		return;
+	}
+	char *start = w->p;
+	w->p = frame_escape(w->v, w->p, name, nlen);
+	*w->p++ = ':';
+	w->p = frame_escape(w->v, w->p, value, vlen);
+	*w->p++ = '\n';
+	w->len += (size_t)(w->p - start);
+}
+
+static void
+write_block(struct block_writer *w, const struct msg_spec *s, const char *id, size_t id_len,
+    const char *clen, size_t clen_len)
+{
+	const struct frame *f = s->frame;
+	put_header(w, "destination", 11, s->dest, s->dest_len);
+	put_header(w, "message-id", 10, id, id_len);
+	if (s->reply_to != NULL)
+		put_header(w, "reply-to", 8, s->reply_to, s->reply_to_len);
+	for (size_t i = 0; i < f->nhdr; i++) {
+		const struct header *h = &f->hdr[i];
+		if (!header_dropped(h, s->reply_to != NULL))
+			put_header(w, h->name, h->name_len, h->value, h->value_len);
+	}
+	put_header(w, "content-length", 14, clen, clen_len);
+}
+
+static int
+spec_needs_escape(const struct msg_spec *s)
+{
+	const struct frame *f = s->frame;
+	if (frame_needs_escape(STOMP_1_2, s->dest, s->dest_len))
+		return 1;
+	if (s->reply_to && frame_needs_escape(STOMP_1_2, s->reply_to, s->reply_to_len))
+		return 1;
+	for (size_t i = 0; i < f->nhdr; i++) {
+		const struct header *h = &f->hdr[i];
+		if (frame_needs_escape(STOMP_1_2, h->name, h->name_len) ||
+		    frame_needs_escape(STOMP_1_2, h->value, h->value_len))
+			return 1;
+	}
+	return 0;
+}
+
+struct msg *
+msg_new(const struct msg_spec *s)
+{
+	char id[24], clen[24];
+	size_t id_len = (size_t)snprintf(id, sizeof(id), "%" PRIu64, s->id);
+	size_t clen_len = (size_t)snprintf(clen, sizeof(clen), "%zu", s->frame->body_len);
+
+	/* One block serves every version unless something must be escaped. */
+	int nblocks = spec_needs_escape(s) ? STOMP_VERSIONS : 1;
+	size_t lens[STOMP_VERSIONS], total = 0;
+	for (int v = 0; v < nblocks; v++) {
+		struct block_writer w = { .v = nblocks == 1 ? STOMP_1_2 : (enum stomp_version)v };
+		write_block(&w, s, id, id_len, clen, clen_len);
+		lens[v] = w.len;
+		total += w.len;
+	}
+
+	size_t size = sizeof(struct msg) + total + s->frame->body_len + 1;
+	struct msg *m = malloc(size);
+	if (m == NULL)
+		return NULL;
+	m->refs = 1;
+	m->id = s->id;
+	m->size = size;
+	char *p = m->data;
+	for (int v = 0; v < nblocks; v++) {
+		struct block_writer w = { .v = nblocks == 1 ? STOMP_1_2 : (enum stomp_version)v, .p = p };
+		write_block(&w, s, id, id_len, clen, clen_len);
+		m->block[v] = p;
+		m->block_len[v] = (uint32_t)lens[v];
+		p += lens[v];
+	}
+	for (int v = nblocks; v < STOMP_VERSIONS; v++) {
+		m->block[v] = m->block[0];
+		m->block_len[v] = m->block_len[0];
+	}
+	m->body = p;
+	m->body_len = s->frame->body_len;
+	memcpy(m->body, s->frame->body, m->body_len);
+	m->body[m->body_len] = '\0';
+	return m;
+}
+
+void
+msg_unref(struct msg *m)
+{
+	if (--m->refs == 0)
+		free(m);
+}
+
+void
+msg_unref_cb(const void *data, size_t len, void *m)
+{
+	(void)data;
+	(void)len;
+	msg_unref(m);
+}

@@ -1,0 +1,341 @@
+/* parser.c - incremental STOMP frame parser.
+ *
+ * States: skip heart-beat EOLs between frames, scan header lines until the
+ * blank line, then collect the body (content-length bytes, or up to the first
+ * NUL).  `scan` remembers how far each search got, so a frame arriving one
+ * byte at a time is not rescanned.  The header block is split and unescaped
+ * in place once it is complete, so header values point into the buffer. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eft/parser.h"
+
+#define PARSER_MIN_CAP 4096
+
+void
+parser_init(struct parser *p, const struct parser_limits *limits)
+{
+	memset(p, 0, sizeof(*p));
+	p->limits = *limits;
+	p->state = PARSER_EOL;
+	p->version = STOMP_1_0;
+}
+
+void
+parser_free(struct parser *p)
+{
+	free(p->buf);
+	free(p->frame.hdr);
+	p->buf = NULL;
+	p->frame.hdr = NULL;
+	p->cap = p->len = p->start = 0;
+}
+
+static enum parser_result
+fail(struct parser *p, const char *why)
+{
+	snprintf(p->error, sizeof(p->error), "%s", why);
+	p->state = PARSER_FAILED;
+	return PARSE_ERROR;
+}
+
+/* Fail on a configured limit, naming it so the client knows what to change. */
+static enum parser_result
+fail_limit(struct parser *p, const char *what, size_t limit)
+{
+	snprintf(p->error, sizeof(p->error), "%s (limit %zu)", what, limit);
+	p->state = PARSER_FAILED;
+	return PARSE_ERROR;
+}
+
+const char *
+parser_error(const struct parser *p)
+{
+	return p->error;
+}
+
+int
+parser_mid_frame(const struct parser *p)
+{
+	return p->state == PARSER_HEADERS || p->state == PARSER_BODY;
+}
+
+/* Drop consumed bytes from the front; offsets are relative to buf. */
+static void
+compact(struct parser *p)
+{
+	size_t s = p->start;
+	if (s == 0)
+		return;
+	memmove(p->buf, p->buf + s, p->len - s);
+	p->len -= s;
+	p->scan -= s;
+	if (p->state == PARSER_HEADERS || p->state == PARSER_BODY)
+		p->line_start -= s;
+	if (p->state == PARSER_BODY) {
+		p->body_start -= s;
+		p->body_end -= s;
+	}
+	p->start = 0;
+}
+
+char *
+parser_space(struct parser *p, size_t want, size_t *avail)
+{
+	if (p->start == p->len && p->state != PARSER_HEADERS && p->state != PARSER_BODY) {
+		p->start = p->len = p->scan = 0;
+	}
+	/* A known body length: make room for the whole rest of the frame at once. */
+	if (p->state == PARSER_BODY && p->has_length && p->body_end + 1 > p->len &&
+	    p->body_end + 1 - p->len > want)
+		want = p->body_end + 1 - p->len;
+	if (p->cap - p->len < want && p->start > 0)
+		compact(p);
+	if (p->cap - p->len < want) {
+		size_t cap = p->cap ? p->cap : PARSER_MIN_CAP;
+		while (cap - p->len < want)
+			cap *= 2;
+		char *nbuf = realloc(p->buf, cap);
+		if (nbuf == NULL)
+			return NULL;
+		p->buf = nbuf;
+		p->cap = cap;
+	}
+	*avail = p->cap - p->len;
+	return p->buf + p->len;
+}
+
+void
+parser_commit(struct parser *p, size_t n)
+{
+	p->len += n;
+}
+
+int
+parser_feed(struct parser *p, const void *data, size_t n)
+{
+	size_t avail;
+	char *dst = parser_space(p, n, &avail);
+	if (dst == NULL)
+		return -1;
+	memcpy(dst, data, n);
+	parser_commit(p, n);
+	return 0;
+}
+
+void
+parser_trim(struct parser *p)
+{
+	if (p->start == p->len && p->state == PARSER_EOL) {
+		free(p->buf);
+		p->buf = NULL;
+		p->cap = p->len = p->start = p->scan = 0;
+	}
+}
+
+static int
+parse_length(const char *s, size_t len, size_t *out)
+{
+	size_t n = 0;
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		n = n * 10 + (size_t)(s[i] - '0');
+	}
+	*out = n;
+	return 0;
+}
+
+/* The header block [start, body_start) is complete: split it into the frame. */
+static enum parser_result
+split_headers(struct parser *p)
+{
+	struct frame *f = &p->frame;
+	char *line = p->buf + p->start;
+	char *end = p->buf + p->body_start;
+
+	size_t need = p->nlines; /* header lines plus the command: enough */
+	if (need > p->hdr_cap) {
+		size_t cap = p->hdr_cap ? p->hdr_cap : 16;
+		while (cap < need)
+			cap *= 2;
+		struct header *h = realloc(f->hdr, cap * sizeof(*h));
+		if (h == NULL)
+			return fail(p, "out of memory");
+		f->hdr = h;
+		p->hdr_cap = cap;
+	}
+	for (int i = 0; i < HDR_COUNT; i++)
+		f->known[i] = -1;
+	f->nhdr = 0;
+
+	int first = 1;
+	enum stomp_version v = p->version;
+	while (line < end) {
+		char *nl = memchr(line, '\n', (size_t)(end - line));
+		size_t n = (size_t)(nl - line);
+		if (n > 0 && line[n - 1] == '\r')
+			n--;
+		if (n == 0) /* the blank line ending the headers */
+			break;
+		if (first) {
+			f->cmd_name = line;
+			f->cmd_len = n;
+			f->cmd = frame_cmd_lookup(line, n);
+			if (f->cmd == CMD_CONNECT || f->cmd == CMD_STOMP)
+				v = STOMP_1_0; /* CONNECT headers are never escaped */
+			first = 0;
+		} else {
+			char *colon = memchr(line, ':', n);
+			if (colon == NULL)
+				return fail(p, "malformed header line (no ':') in frame");
+			struct header *h = &f->hdr[f->nhdr++];
+			h->name = line;
+			h->name_len = (uint32_t)(colon - line);
+			h->value = colon + 1;
+			h->value_len = (uint32_t)(n - h->name_len - 1);
+			if (frame_unescape(v, h->name, &h->name_len) != 0 ||
+			    frame_unescape(v, h->value, &h->value_len) != 0)
+				return fail(p, "undefined escape sequence in header");
+			h->id = frame_hdr_lookup(h->name, h->name_len);
+			if (h->id != HDR_OTHER && f->known[h->id] < 0)
+				f->known[h->id] = (int32_t)(f->nhdr - 1);
+		}
+		line = nl + 1;
+	}
+
+	p->has_length = 0;
+	const struct header *cl = frame_get(f, HDR_CONTENT_LENGTH);
+	if (cl != NULL) {
+		size_t body_len;
+		if (parse_length(cl->value, cl->value_len, &body_len) != 0)
+			return fail(p, "content-length is not a number");
+		size_t head = p->body_start - p->start;
+		if (body_len > p->limits.max_frame || head + body_len + 1 > p->limits.max_frame)
+			return fail_limit(p, "frame too large", p->limits.max_frame);
+		p->has_length = 1;
+		p->body_end = p->body_start + body_len;
+	}
+	p->scan = p->body_start;
+	p->state = PARSER_BODY;
+	return PARSE_NEED_MORE;
+}
+
+static enum parser_result
+scan_headers(struct parser *p)
+{
+	while (p->scan < p->len) {
+		char *from = p->buf + p->scan;
+		size_t n = p->len - p->scan;
+		char *nl = memchr(from, '\n', n);
+		size_t upto = nl ? (size_t)(nl - from) : n;
+		char *nul = memchr(from, '\0', upto);
+		if (nul != NULL) {
+			/* A NUL where a header line should start ends a frame with no
+			 * blank line; accept it as a frame with no body. */
+			if (nul == p->buf + p->line_start && p->nlines > 0) {
+				p->body_start = p->line_start;
+				enum parser_result r = split_headers(p);
+				if (r == PARSE_ERROR)
+					return r;
+				p->has_length = 1;
+				p->body_end = p->body_start;
+				return PARSE_NEED_MORE;
+			}
+			return fail(p, "NUL byte inside the frame's headers");
+		}
+		if (nl == NULL) {
+			p->scan = p->len;
+			break;
+		}
+		size_t line_len = (size_t)(nl - (p->buf + p->line_start));
+		if (line_len > 0 && nl[-1] == '\r')
+			line_len--;
+		if (line_len > p->limits.max_header_line)
+			return fail_limit(p, "header line too long", p->limits.max_header_line);
+		p->scan = p->line_start = (size_t)(nl + 1 - p->buf);
+		if (line_len == 0) {
+			p->body_start = p->scan;
+			return split_headers(p);
+		}
+		if (++p->nlines > p->limits.max_headers + 1)
+			return fail_limit(p, "too many headers", p->limits.max_headers);
+	}
+	if (p->len - p->line_start > p->limits.max_header_line)
+		return fail_limit(p, "header line too long", p->limits.max_header_line);
+	if (p->len - p->start > p->limits.max_frame)
+		return fail_limit(p, "frame too large", p->limits.max_frame);
+	return PARSE_NEED_MORE;
+}
+
+enum parser_result
+parser_next(struct parser *p, struct frame **out)
+{
+	for (;;) {
+		switch (p->state) {
+		case PARSER_FAILED:
+			return PARSE_ERROR;
+		case PARSER_EOL:
+			while (p->start < p->len) {
+				char c = p->buf[p->start];
+				if (c == '\n') {
+					p->start++;
+				} else if (c == '\r') {
+					if (p->start + 1 == p->len)
+						return PARSE_NEED_MORE;
+					if (p->buf[p->start + 1] != '\n')
+						return fail(p, "stray carriage return between frames");
+					p->start += 2;
+				} else {
+					break;
+				}
+			}
+			if (p->start == p->len)
+				return PARSE_NEED_MORE;
+			p->state = PARSER_HEADERS;
+			p->scan = p->line_start = p->start;
+			p->nlines = 0;
+			break;
+		case PARSER_HEADERS: {
+			enum parser_result r = scan_headers(p);
+			if (r == PARSE_ERROR)
+				return r;
+			if (p->state == PARSER_HEADERS)
+				return PARSE_NEED_MORE;
+			break;
+		}
+		case PARSER_BODY: {
+			size_t nul_at;
+			if (p->has_length) {
+				if (p->len <= p->body_end)
+					return PARSE_NEED_MORE;
+				if (p->buf[p->body_end] != '\0')
+					return fail(p, "frame body not followed by NUL "
+					    "(is content-length right?)");
+				nul_at = p->body_end;
+			} else {
+				char *nul = memchr(p->buf + p->scan, '\0', p->len - p->scan);
+				if (nul == NULL) {
+					p->scan = p->len;
+					if (p->len - p->start > p->limits.max_frame)
+						return fail_limit(p, "frame too large", p->limits.max_frame);
+					return PARSE_NEED_MORE;
+				}
+				nul_at = (size_t)(nul - p->buf);
+				if (nul_at + 1 - p->start > p->limits.max_frame)
+					return fail_limit(p, "frame too large", p->limits.max_frame);
+			}
+			p->frame.body = p->buf + p->body_start;
+			p->frame.body_len = nul_at - p->body_start;
+			p->start = p->scan = nul_at + 1;
+			p->state = PARSER_EOL;
+			*out = &p->frame;
+			return PARSE_FRAME;
+		}
+		}
+	}
+}

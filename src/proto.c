@@ -1,0 +1,492 @@
+/* proto.c - STOMP command handlers, one per client command, in a table.
+ *
+ * A handler returns RESULT_OK when the frame took effect (a requested RECEIPT
+ * is then sent by proto_handle), RESULT_DONE when it sent what it had to
+ * itself, and RESULT_FAILED after proto_error.  Bad input always gets an
+ * ERROR frame naming the problem, then the connection is closed. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "eft/broker.h"
+#include "eft/conn.h"
+#include "eft/log.h"
+#include "eft/msg.h"
+#include "eft/proto.h"
+#include "eft/sub.h"
+#include "eft/tx.h"
+#include "eft/version.h"
+#include "eft/wire.h"
+
+enum result { RESULT_OK, RESULT_DONE, RESULT_FAILED };
+
+typedef enum result (*handler_fn)(struct conn *c, struct frame *f);
+
+void
+proto_error(struct conn *c, const struct frame *f, const char *message, const char *detail)
+{
+	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
+	if (wire_error(c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
+	    detail) != 0)
+		log_error("%s: out of memory writing ERROR", c->peer);
+	log_info("%s: protocol error: %s", c->peer, message);
+	conn_close_after_flush(c);
+}
+
+static enum result
+fail(struct conn *c, const struct frame *f, const char *message, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum result
+fail(struct conn *c, const struct frame *f, const char *message, const char *fmt, ...)
+{
+	char detail[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	proto_error(c, f, message, detail);
+	return RESULT_FAILED;
+}
+
+static enum result
+fail_oom(struct conn *c, const struct frame *f)
+{
+	return fail(c, f, "server out of memory", "The %s frame could not be handled.",
+	    frame_cmd_name(f->cmd));
+}
+
+/* A required header, or NULL after an ERROR naming it. */
+static const struct header *
+require(struct conn *c, const struct frame *f, enum hdr_id id)
+{
+	const struct header *h = frame_get(f, id);
+	if (h != NULL)
+		return h;
+	char message[64];
+	snprintf(message, sizeof(message), "missing '%s' header", frame_hdr_name(id));
+	fail(c, f, message, "A %s frame must have a '%s' header.", frame_cmd_name(f->cmd),
+	    frame_hdr_name(id));
+	return NULL;
+}
+
+static int
+parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t n = 0;
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		n = n * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = n;
+	return 0;
+}
+
+/* A destination eftd serves, or NULL after an ERROR. */
+static const struct header *
+require_dest(struct conn *c, const struct frame *f, enum dest_kind *kind)
+{
+	const struct header *h = require(c, f, HDR_DESTINATION);
+	if (h == NULL)
+		return NULL;
+	if (!broker_dest_valid(h->value, h->value_len, kind)) {
+		fail(c, f, "unknown destination",
+		    "'%.*s' is not a destination: use /queue/NAME (each message to one "
+		    "subscriber) or /topic/NAME (each message to every subscriber).",
+		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+		return NULL;
+	}
+	return h;
+}
+
+/* The transaction a frame names, or NULL with *failed set after an ERROR. */
+static struct tx *
+frame_tx(struct conn *c, const struct frame *f, bool *failed)
+{
+	const struct header *h = frame_get(f, HDR_TRANSACTION);
+	*failed = false;
+	if (h == NULL)
+		return NULL;
+	struct tx *t = tx_find(c, h->value, h->value_len);
+	if (t == NULL) {
+		*failed = true;
+		fail(c, f, "unknown transaction", "%s names transaction '%.*s', which was not begun.",
+		    frame_cmd_name(f->cmd), (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+	}
+	return t;
+}
+
+/* ---- CONNECT / STOMP ---- */
+
+/* A number between optional spaces, e.g. the " 0" in "10000, 0". */
+static int
+parse_trimmed_u64(const char *s, size_t len, uint64_t *out)
+{
+	while (len && *s == ' ')
+		s++, len--;
+	while (len && s[len - 1] == ' ')
+		len--;
+	return parse_u64(s, len, out);
+}
+
+static int
+parse_heartbeat(const struct header *h, unsigned *cx, unsigned *cy)
+{
+	const char *comma = memchr(h->value, ',', h->value_len);
+	uint64_t a, b;
+	if (comma == NULL)
+		return -1;
+	size_t alen = (size_t)(comma - h->value);
+	if (parse_trimmed_u64(h->value, alen, &a) != 0 ||
+	    parse_trimmed_u64(comma + 1, h->value_len - alen - 1, &b) != 0 ||
+	    a > 86400000 || b > 86400000)
+		return -1;
+	*cx = (unsigned)a;
+	*cy = (unsigned)b;
+	return 0;
+}
+
+/* The highest version in an accept-version list, or -1. */
+static int
+pick_version(const struct header *h)
+{
+	int best = -1;
+	const char *p = h->value, *end = h->value + h->value_len;
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		const char *tok_end = comma ? comma : end;
+		while (p < tok_end && *p == ' ')
+			p++;
+		size_t n = (size_t)(tok_end - p);
+		while (n && p[n - 1] == ' ')
+			n--;
+		if (n == 3 && p[0] == '1' && p[1] == '.' && p[2] >= '0' && p[2] <= '2') {
+			int v = p[2] - '0';
+			if (v > best)
+				best = v;
+		}
+		p = tok_end + 1;
+	}
+	return best;
+}
+
+static unsigned
+heartbeat_interval(unsigned asked, unsigned floor)
+{
+	return asked == 0 ? 0 : (asked < floor ? floor : asked);
+}
+
+static enum result
+handle_connect(struct conn *c, struct frame *f)
+{
+	if (c->state != CONN_AWAIT_CONNECT)
+		return fail(c, f, "already connected", "%s was sent twice on one connection.",
+		    frame_cmd_name(f->cmd));
+	const struct header *av = frame_get(f, HDR_ACCEPT_VERSION);
+	int v = av ? pick_version(av) : STOMP_1_0;
+	if (v < 0) {
+		/* The one ERROR with an extra header: which versions we speak. */
+		if (evbuffer_add_printf(c->out, "ERROR\nversion:1.0,1.1,1.2\n") < 0)
+			log_error("%s: out of memory", c->peer);
+		return fail(c, f, "unsupported protocol version",
+		    "Supported protocol versions are 1.0, 1.1 and 1.2; the client accepts '%.*s'.",
+		    (int)(av->value_len > 100 ? 100 : av->value_len), av->value);
+	}
+	unsigned cx = 0, cy = 0;
+	const struct header *hb = frame_get(f, HDR_HEART_BEAT);
+	if (v >= STOMP_1_1 && hb != NULL && parse_heartbeat(hb, &cx, &cy) != 0)
+		return fail(c, f, "malformed heart-beat header",
+		    "heart-beat must be two numbers of milliseconds, 'cx,cy'; got '%.*s'.",
+		    (int)(hb->value_len > 100 ? 100 : hb->value_len), hb->value);
+
+	c->version = (enum stomp_version)v;
+	c->parser.version = c->version;
+	c->state = CONN_OPEN;
+	c->session = c->broker->next_session++;
+	unsigned floor = c->broker->cfg->heartbeat_min_ms;
+	c->hb_send_ms = heartbeat_interval(cy, floor);
+	c->hb_recv_ms = heartbeat_interval(cx, floor);
+
+	int rc;
+	if (c->version == STOMP_1_0) {
+		rc = evbuffer_add_printf(c->out, "CONNECTED\nsession:eft-%" PRIu64 "\n\n", c->session);
+	} else {
+		rc = evbuffer_add_printf(c->out,
+		    "CONNECTED\nversion:1.%d\nheart-beat:%u,%u\nserver:eft/%s\nsession:eft-%" PRIu64
+		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session);
+	}
+	if (rc < 0 || evbuffer_add(c->out, "", 1) != 0)
+		return fail_oom(c, f);
+	conn_start_heartbeat(c);
+	const struct header *login = frame_get(f, HDR_LOGIN);
+	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%.*s", c->peer, v,
+	    c->session, login ? ", login " : "", login ? (int)(login->value_len > 64 ? 64 :
+	    login->value_len) : 0, login ? login->value : "");
+	return RESULT_DONE; /* CONNECT takes no receipt */
+}
+
+/* ---- SEND ---- */
+
+static enum result
+handle_send(struct conn *c, struct frame *f)
+{
+	enum dest_kind kind;
+	const struct header *dh = require_dest(c, f, &kind);
+	if (dh == NULL)
+		return RESULT_FAILED;
+	bool failed;
+	struct tx *t = frame_tx(c, f, &failed);
+	if (failed)
+		return RESULT_FAILED;
+
+	struct msg_spec spec = {
+		.frame = f,
+		.dest = dh->value,
+		.dest_len = dh->value_len,
+		.id = c->broker->next_msg_id++,
+	};
+	struct msg *m = msg_new(&spec);
+	if (m == NULL)
+		return fail_oom(c, f);
+	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
+		   : broker_send(c->broker, dh->value, dh->value_len, kind, m);
+	return rc == 0 ? RESULT_OK : fail_oom(c, f);
+}
+
+/* ---- SUBSCRIBE / UNSUBSCRIBE ---- */
+
+static enum result
+handle_subscribe(struct conn *c, struct frame *f)
+{
+	enum dest_kind kind;
+	const struct header *dh = require_dest(c, f, &kind);
+	if (dh == NULL)
+		return RESULT_FAILED;
+	const struct header *idh = frame_get(f, HDR_ID);
+	if (idh == NULL && c->version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
+		return RESULT_FAILED;
+	/* STOMP 1.0 lets the destination name a subscription without an id. */
+	const char *id = idh ? idh->value : dh->value;
+	size_t id_len = idh ? idh->value_len : dh->value_len;
+
+	struct sub *dup;
+	HASH_FIND(hh, c->subs, id, id_len, dup);
+	if (dup != NULL)
+		return fail(c, f, "subscription id already in use",
+		    "This connection already has a subscription '%.*s'.",
+		    (int)(id_len > 200 ? 200 : id_len), id);
+
+	enum ack_mode ack = ACK_AUTO;
+	const struct header *ah = frame_get(f, HDR_ACK);
+	if (ah != NULL && sub_ack_mode_parse(ah->value, ah->value_len, &ack) != 0)
+		return fail(c, f, "bad ack mode",
+		    "ack must be auto, client or client-individual; got '%.*s'.",
+		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
+	uint64_t prefetch = 0;
+	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
+	if (ph != NULL && (parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
+		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
+		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
+
+	struct dest *d = broker_dest_get(c->broker, dh->value, dh->value_len, kind);
+	if (d == NULL)
+		return fail_oom(c, f);
+	struct sub *s = sub_new(c, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);
+	if (s == NULL) {
+		broker_dest_release(c->broker, d);
+		return fail_oom(c, f);
+	}
+	log_debug("%s: subscribed to %s as '%s'", c->peer, d->name, s->id);
+	/* RECEIPT first, then whatever was waiting in the queue. */
+	const struct header *r = frame_get(f, HDR_RECEIPT);
+	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+		return fail_oom(c, f);
+	if (d->kind == DEST_QUEUE)
+		broker_dispatch(c->broker, d);
+	return RESULT_DONE;
+}
+
+static enum result
+handle_unsubscribe(struct conn *c, struct frame *f)
+{
+	const struct header *h = frame_get(f, HDR_ID);
+	if (h == NULL && c->version == STOMP_1_0)
+		h = frame_get(f, HDR_DESTINATION);
+	if (h == NULL && require(c, f, HDR_ID) == NULL)
+		return RESULT_FAILED;
+	struct sub *s;
+	HASH_FIND(hh, c->subs, h->value, h->value_len, s);
+	if (s == NULL)
+		return fail(c, f, "no such subscription",
+		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
+		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+	sub_free(s);
+	return RESULT_OK;
+}
+
+/* ---- ACK / NACK ---- */
+
+/* Which delivery an ACK or NACK means.  1.2 names it by `id` (our ack
+ * header); 1.1 by subscription + message-id; 1.0 by message-id alone.  Any
+ * of these is accepted in any version.  Returns false if none is pending. */
+static bool
+find_delivery(struct conn *c, const struct frame *f, struct delivery_key *k)
+{
+	const struct header *idh = frame_get(f, HDR_ID);
+	const struct header *mh = frame_get(f, HDR_MESSAGE_ID);
+	const struct header *sh = frame_get(f, HDR_SUBSCRIPTION);
+	if (idh != NULL && sub_ack_id_parse(idh->value, idh->value_len, k) == 0)
+		return true;
+	if (mh == NULL)
+		mh = idh;
+	if (mh == NULL || parse_u64(mh->value, mh->value_len, &k->msg_id) != 0)
+		return false;
+	struct sub *s, *tmp;
+	if (sh != NULL) {
+		HASH_FIND(hh, c->subs, sh->value, sh->value_len, s);
+		if (s == NULL)
+			return false;
+		k->sub_seq = s->seq;
+		return true;
+	}
+	HASH_ITER(hh, c->subs, s, tmp) {
+		struct delivery *dl;
+		k->sub_seq = s->seq;
+		HASH_FIND(hh, c->deliveries, k, sizeof(*k), dl);
+		if (dl != NULL)
+			return true;
+	}
+	return false;
+}
+
+static enum result
+settle(struct conn *c, struct frame *f, bool nack)
+{
+	if (frame_get(f, HDR_ID) == NULL && frame_get(f, HDR_MESSAGE_ID) == NULL)
+		return fail(c, f, "missing 'id' header",
+		    "%s must name the message: 'id' (the MESSAGE's ack header) in STOMP 1.2, "
+		    "'message-id' in 1.0 and 1.1.", frame_cmd_name(f->cmd));
+	bool failed;
+	struct tx *t = frame_tx(c, f, &failed);
+	if (failed)
+		return RESULT_FAILED;
+	struct delivery_key k;
+	if (!find_delivery(c, f, &k)) {
+		/* Already settled (e.g. by an earlier cumulative ACK): harmless. */
+		log_debug("%s: %s for a message not pending", c->peer, frame_cmd_name(f->cmd));
+		return RESULT_OK;
+	}
+	if (t != NULL)
+		return tx_add_settle(t, &k, nack) == 0 ? RESULT_OK : fail_oom(c, f);
+	sub_settle(c, &k, nack);
+	return RESULT_OK;
+}
+
+static enum result
+handle_ack(struct conn *c, struct frame *f)
+{
+	return settle(c, f, false);
+}
+
+static enum result
+handle_nack(struct conn *c, struct frame *f)
+{
+	return settle(c, f, true);
+}
+
+/* ---- BEGIN / COMMIT / ABORT ---- */
+
+static enum result
+handle_begin(struct conn *c, struct frame *f)
+{
+	const struct header *h = require(c, f, HDR_TRANSACTION);
+	if (h == NULL)
+		return RESULT_FAILED;
+	if (tx_find(c, h->value, h->value_len) != NULL)
+		return fail(c, f, "transaction already begun", "Transaction '%.*s' is already open.",
+		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+	return tx_begin(c, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
+}
+
+static enum result
+end_tx(struct conn *c, struct frame *f, bool commit)
+{
+	if (require(c, f, HDR_TRANSACTION) == NULL)
+		return RESULT_FAILED;
+	bool failed;
+	struct tx *t = frame_tx(c, f, &failed);
+	if (failed)
+		return RESULT_FAILED;
+	if (!commit) {
+		tx_abort(c, t);
+		return RESULT_OK;
+	}
+	return tx_commit(c, t) == 0 ? RESULT_OK : fail_oom(c, f);
+}
+
+static enum result
+handle_commit(struct conn *c, struct frame *f)
+{
+	return end_tx(c, f, true);
+}
+
+static enum result
+handle_abort(struct conn *c, struct frame *f)
+{
+	return end_tx(c, f, false);
+}
+
+/* ---- DISCONNECT ---- */
+
+static enum result
+handle_disconnect(struct conn *c, struct frame *f)
+{
+	const struct header *r = frame_get(f, HDR_RECEIPT);
+	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+		log_error("%s: out of memory writing RECEIPT", c->peer);
+	log_debug("%s: DISCONNECT", c->peer);
+	conn_close_after_flush(c);
+	return RESULT_DONE;
+}
+
+static const handler_fn handlers[CMD_COUNT] = {
+	[CMD_CONNECT] = handle_connect,
+	[CMD_STOMP] = handle_connect,
+	[CMD_SEND] = handle_send,
+	[CMD_SUBSCRIBE] = handle_subscribe,
+	[CMD_UNSUBSCRIBE] = handle_unsubscribe,
+	[CMD_ACK] = handle_ack,
+	[CMD_NACK] = handle_nack,
+	[CMD_BEGIN] = handle_begin,
+	[CMD_COMMIT] = handle_commit,
+	[CMD_ABORT] = handle_abort,
+	[CMD_DISCONNECT] = handle_disconnect,
+};
+
+void
+proto_handle(struct conn *c, struct frame *f)
+{
+	c->broker->stats.frames_in++;
+	if (f->cmd == CMD_UNKNOWN) {
+		fail(c, f, "unknown command", "'%.*s' is not a STOMP client command.",
+		    (int)(f->cmd_len > 64 ? 64 : f->cmd_len), f->cmd_name);
+		return;
+	}
+	if (c->state == CONN_AWAIT_CONNECT && f->cmd != CMD_CONNECT && f->cmd != CMD_STOMP) {
+		fail(c, f, "not connected", "The first frame must be CONNECT or STOMP, not %s.",
+		    frame_cmd_name(f->cmd));
+		return;
+	}
+	if (handlers[f->cmd](c, f) != RESULT_OK)
+		return;
+	const struct header *r = frame_get(f, HDR_RECEIPT);
+	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+		fail_oom(c, f);
+}

@@ -1,0 +1,241 @@
+/* sub.c - subscriptions, deliveries and acknowledgements.
+ *
+ * Deliveries that wait for an ACK are found by (subscription seq, message id)
+ * in a per-connection hash, and kept oldest-first per subscription so a
+ * cumulative ACK in client mode walks only what it acknowledges. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "eft/conn.h"
+#include "eft/log.h"
+#include "eft/sub.h"
+#include "eft/wire.h"
+
+int
+sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out)
+{
+	if (len == 4 && memcmp(s, "auto", 4) == 0)
+		*out = ACK_AUTO;
+	else if (len == 6 && memcmp(s, "client", 6) == 0)
+		*out = ACK_CLIENT;
+	else if (len == 17 && memcmp(s, "client-individual", 17) == 0)
+		*out = ACK_CLIENT_INDIVIDUAL;
+	else
+		return -1;
+	return 0;
+}
+
+struct sub *
+sub_new(struct conn *c, struct dest *d, const char *id, size_t id_len, bool has_id,
+    enum ack_mode ack, uint32_t prefetch)
+{
+	struct sub *s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	size_t esc = has_id ? frame_escaped_len(c->version, id, id_len) : 0;
+	s->id = malloc(id_len + 1);
+	s->sub_line = malloc(has_id ? esc + 15 : 1);
+	if (s->id == NULL || s->sub_line == NULL) {
+		free(s->id);
+		free(s->sub_line);
+		free(s);
+		return NULL;
+	}
+	memcpy(s->id, id, id_len);
+	s->id[id_len] = '\0';
+	s->id_len = id_len;
+	if (has_id) {
+		char *p = s->sub_line;
+		memcpy(p, "subscription:", 13);
+		p = frame_escape(c->version, p + 13, id, id_len);
+		*p++ = '\n';
+		s->sub_line_len = (size_t)(p - s->sub_line);
+	}
+	s->sub_line[s->sub_line_len] = '\0';
+	s->conn = c;
+	s->dest = d;
+	s->ack = ack;
+	s->prefetch = prefetch;
+	s->seq = c->broker->next_sub_seq++;
+
+	s->dest_next = d->subs;
+	if (d->subs)
+		d->subs->dest_prev = s;
+	d->subs = s;
+	d->nsubs++;
+	HASH_ADD_KEYPTR(hh, c->subs, s->id, s->id_len, s);
+	if (d->kind == DEST_QUEUE && sub_can_take(s))
+		broker_ready_add(d, s);
+	return s;
+}
+
+static void
+delivery_unlink(struct conn *c, struct delivery *dl)
+{
+	struct sub *s = dl->sub;
+	if (dl->prev)
+		dl->prev->next = dl->next;
+	else
+		s->unacked_head = dl->next;
+	if (dl->next)
+		dl->next->prev = dl->prev;
+	else
+		s->unacked_tail = dl->prev;
+	s->n_unacked--;
+	HASH_DEL(c->deliveries, dl);
+}
+
+void
+sub_free(struct sub *s)
+{
+	struct conn *c = s->conn;
+	struct dest *d = s->dest;
+	struct broker *b = c->broker;
+
+	broker_ready_remove(d, s);
+	if (s->dest_prev)
+		s->dest_prev->dest_next = s->dest_next;
+	else
+		d->subs = s->dest_next;
+	if (s->dest_next)
+		s->dest_next->dest_prev = s->dest_prev;
+	d->nsubs--;
+	HASH_DEL(c->subs, s);
+
+	/* Newest first onto the head of the queue keeps the original order. */
+	while (s->unacked_tail != NULL) {
+		struct delivery *dl = s->unacked_tail;
+		delivery_unlink(c, dl);
+		broker_requeue(b, d, dl->msg);
+		free(dl);
+	}
+	broker_dispatch(b, d);
+	broker_dest_release(b, d);
+	free(s->id);
+	free(s->sub_line);
+	free(s);
+}
+
+bool
+sub_can_take(const struct sub *s)
+{
+	return s->conn->state == CONN_OPEN && !s->conn->out_blocked &&
+	    (s->prefetch == 0 || s->n_unacked < s->prefetch);
+}
+
+size_t
+sub_ack_id(char *buf, size_t size, uint64_t sub_seq, uint64_t msg_id)
+{
+	int n = snprintf(buf, size, "%" PRIu64 "-%" PRIu64, sub_seq, msg_id);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static int
+parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t n = 0;
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		n = n * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = n;
+	return 0;
+}
+
+int
+sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out)
+{
+	const char *dash = memchr(s, '-', len);
+	if (dash == NULL)
+		return -1;
+	size_t a = (size_t)(dash - s);
+	if (parse_u64(s, a, &out->sub_seq) != 0 || parse_u64(dash + 1, len - a - 1, &out->msg_id) != 0)
+		return -1;
+	return 0;
+}
+
+int
+sub_deliver(struct sub *s, struct msg *m, bool redelivered)
+{
+	struct conn *c = s->conn;
+	char ack[48];
+	size_t ack_len = 0;
+	struct delivery *dl = NULL;
+
+	if (s->ack != ACK_AUTO && c->version == STOMP_1_2)
+		ack_len = sub_ack_id(ack, sizeof(ack), s->seq, m->id);
+	/* Topics keep nothing to give back, so only queue deliveries wait for an ACK. */
+	if (s->ack != ACK_AUTO && s->dest->kind == DEST_QUEUE) {
+		dl = calloc(1, sizeof(*dl));
+		if (dl == NULL)
+			return -1;
+		dl->key.sub_seq = s->seq;
+		dl->key.msg_id = m->id;
+		dl->msg = m;
+		dl->sub = s;
+		dl->redelivered = redelivered;
+	}
+	if (wire_message(c->out, c->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
+		free(dl);
+		return -1;
+	}
+	if (dl != NULL) {
+		struct delivery *dup;
+		HASH_FIND(hh, c->deliveries, &dl->key, sizeof(dl->key), dup);
+		if (dup != NULL) {
+			/* The same message again on the same subscription (NACKed and
+			 * redelivered while an older copy is still listed): keep one. */
+			delivery_unlink(c, dup);
+			msg_unref(dup->msg);
+			free(dup);
+		}
+		dl->prev = s->unacked_tail;
+		if (s->unacked_tail)
+			s->unacked_tail->next = dl;
+		else
+			s->unacked_head = dl;
+		s->unacked_tail = dl;
+		s->n_unacked++;
+		HASH_ADD(hh, c->deliveries, key, sizeof(dl->key), dl);
+	} else {
+		msg_unref(m);
+	}
+	c->broker->stats.deliveries++;
+	conn_output_added(c);
+	return 0;
+}
+
+bool
+sub_settle(struct conn *c, const struct delivery_key *k, bool nack)
+{
+	struct delivery *dl;
+	HASH_FIND(hh, c->deliveries, k, sizeof(*k), dl);
+	if (dl == NULL)
+		return false;
+	struct sub *s = dl->sub;
+	struct broker *b = c->broker;
+	/* client mode settles this delivery and all before it; walk back from it
+	 * so that NACKed messages return to the queue in their first order. */
+	struct delivery *stop = s->ack == ACK_CLIENT ? NULL : dl->prev;
+	while (dl != stop) {
+		struct delivery *prev = dl->prev;
+		delivery_unlink(c, dl);
+		if (nack)
+			broker_requeue(b, s->dest, dl->msg);
+		else
+			msg_unref(dl->msg);
+		free(dl);
+		dl = prev;
+	}
+	if (sub_can_take(s))
+		broker_ready_add(s->dest, s);
+	broker_dispatch(b, s->dest);
+	return true;
+}
