@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -86,15 +87,20 @@ msgq_free(struct msgq *q)
 /* ---- destinations ---- */
 
 bool
-broker_dest_valid(const char *name, size_t len, enum dest_kind *kind)
+broker_address_kind(const char *name, size_t len, enum address_kind *kind)
 {
-	if (len > 7 && memcmp(name, "/queue/", 7) == 0) {
-		*kind = DEST_QUEUE;
-		return true;
-	}
-	if (len > 7 && memcmp(name, "/topic/", 7) == 0) {
-		*kind = DEST_TOPIC;
-		return true;
+	static const struct { const char *prefix; size_t len; enum address_kind kind; } prefixes[] = {
+		{ "/queue/", 7, ADDR_QUEUE },
+		{ "/topic/", 7, ADDR_TOPIC },
+		{ "/temp-queue/", 12, ADDR_TEMP_QUEUE },
+		{ "/reply-queue/", 13, ADDR_REPLY_QUEUE },
+	};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		/* The name after the prefix must not be empty. */
+		if (len > prefixes[i].len && memcmp(name, prefixes[i].prefix, prefixes[i].len) == 0) {
+			*kind = prefixes[i].kind;
+			return true;
+		}
 	}
 	return false;
 }
@@ -141,10 +147,18 @@ dest_free(struct dest *d)
 void
 broker_dest_release(struct broker *b, struct dest *d)
 {
-	if (d->nsubs > 0 || d->q.count > 0)
+	if (d->nsubs > 0 || d->q.count > 0 || d->temp != NULL)
 		return;
 	HASH_DEL(b->dests, d);
 	log_debug("destination %s removed", d->name);
+	dest_free(d);
+}
+
+void
+broker_dest_delete(struct broker *b, struct dest *d)
+{
+	HASH_DEL(b->dests, d);
+	log_debug("destination %s deleted", d->name);
 	dest_free(d);
 }
 
@@ -345,24 +359,30 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 int
 broker_listen(struct broker *b, char *err, size_t errlen)
 {
-	struct sockaddr_storage ss;
-	int sslen = sizeof(ss);
-	char spec[96];
 	const char *bind = b->cfg->bind;
-	if (strchr(bind, ':') != NULL && bind[0] != '[')
-		snprintf(spec, sizeof(spec), "[%s]:%u", bind, b->cfg->port);
+	char host[sizeof(b->cfg->bind)], port[8];
+	/* Accept "::1" and "[::1]" alike. */
+	size_t n = strlen(bind);
+	if (bind[0] == '[' && n > 2 && bind[n - 1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)(n - 2), bind + 1);
 	else
-		snprintf(spec, sizeof(spec), "%s:%u", bind, b->cfg->port);
-	memset(&ss, 0, sizeof(ss));
-	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &sslen) != 0) {
-		snprintf(err, errlen, "bad listen address '%s' (give a numeric IPv4 or IPv6 address)", bind);
+		snprintf(host, sizeof(host), "%s", bind);
+	snprintf(port, sizeof(port), "%u", b->cfg->port);
+
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai;
+	int rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc != 0) {
+		snprintf(err, errlen, "bad listen address '%s': %s", bind, gai_strerror(rc));
 		return -1;
 	}
 	b->listener = evconnlistener_new_bind(b->base, accept_cb, b,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-	    (struct sockaddr *)&ss, sslen);
+	    ai->ai_addr, (int)ai->ai_addrlen);
+	int saved = errno;
+	freeaddrinfo(ai);
 	if (b->listener == NULL) {
-		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
+		snprintf(err, errlen, "cannot listen on %s port %s: %s", bind, port, strerror(saved));
 		return -1;
 	}
 	evconnlistener_set_error_cb(b->listener, accept_error_cb);

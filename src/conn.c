@@ -19,6 +19,7 @@
 #include "eft/log.h"
 #include "eft/proto.h"
 #include "eft/sub.h"
+#include "eft/temp.h"
 #include "eft/tx.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -109,6 +110,7 @@ conn_detach(struct conn *c)
 	HASH_ITER(hh, c->txs, t, ttmp) {
 		tx_abort(c, t);
 	}
+	temp_free_all(c);
 }
 
 void

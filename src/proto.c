@@ -17,7 +17,9 @@
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/proto.h"
+#include "eft/route.h"
 #include "eft/sub.h"
+#include "eft/temp.h"
 #include "eft/tx.h"
 #include "eft/version.h"
 #include "eft/wire.h"
@@ -91,15 +93,16 @@ parse_u64(const char *s, size_t len, uint64_t *out)
 
 /* A destination eftd serves, or NULL after an ERROR. */
 static const struct header *
-require_dest(struct conn *c, const struct frame *f, enum dest_kind *kind)
+require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
 {
 	const struct header *h = require(c, f, HDR_DESTINATION);
 	if (h == NULL)
 		return NULL;
-	if (!broker_dest_valid(h->value, h->value_len, kind)) {
+	if (!broker_address_kind(h->value, h->value_len, kind)) {
 		fail(c, f, "unknown destination",
 		    "'%.*s' is not a destination: use /queue/NAME (each message to one "
-		    "subscriber) or /topic/NAME (each message to every subscriber).",
+		    "subscriber), /topic/NAME (each message to every subscriber) or "
+		    "/temp-queue/NAME (a private reply queue).",
 		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
 		return NULL;
 	}
@@ -237,7 +240,7 @@ handle_connect(struct conn *c, struct frame *f)
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {
-	enum dest_kind kind;
+	enum address_kind kind;
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
@@ -252,11 +255,22 @@ handle_send(struct conn *c, struct frame *f)
 		.dest_len = dh->value_len,
 		.id = c->broker->next_msg_id++,
 	};
+	/* reply-to:/temp-queue/NAME: the receiver sees our private queue's
+	 * broker-wide name, and we are subscribed to it. */
+	const struct header *rt = frame_get(f, HDR_REPLY_TO);
+	if (rt != NULL && rt->value_len > TEMP_PREFIX_LEN &&
+	    memcmp(rt->value, TEMP_PREFIX, TEMP_PREFIX_LEN) == 0) {
+		struct temp *tq = temp_get(c, rt->value, rt->value_len);
+		if (tq == NULL || temp_auto_subscribe(c, tq) != 0)
+			return fail_oom(c, f);
+		spec.reply_to = tq->dest->name;
+		spec.reply_to_len = tq->dest->name_len;
+	}
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
-		   : broker_send(c->broker, dh->value, dh->value_len, kind, m);
+		   : route_send(c, dh->value, dh->value_len, kind, m);
 	return rc == 0 ? RESULT_OK : fail_oom(c, f);
 }
 
@@ -265,16 +279,31 @@ handle_send(struct conn *c, struct frame *f)
 static enum result
 handle_subscribe(struct conn *c, struct frame *f)
 {
-	enum dest_kind kind;
+	enum address_kind kind;
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
+	if (kind == ADDR_REPLY_QUEUE)
+		return fail(c, f, "reply queues are private",
+		    "Only the connection that made a temp-queue receives from it: "
+		    "SUBSCRIBE to /temp-queue/NAME, or just SEND with reply-to:/temp-queue/NAME.");
 	const struct header *idh = frame_get(f, HDR_ID);
 	if (idh == NULL && c->version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	/* STOMP 1.0 lets the destination name a subscription without an id. */
 	const char *id = idh ? idh->value : dh->value;
 	size_t id_len = idh ? idh->value_len : dh->value_len;
+
+	/* Our own temp-queue: the client's subscription replaces the one
+	 * eftd made for it (ActiveMQ-style clients subscribe themselves). */
+	struct temp *tq = NULL;
+	if (kind == ADDR_TEMP_QUEUE) {
+		tq = temp_get(c, dh->value, dh->value_len);
+		if (tq == NULL)
+			return fail_oom(c, f);
+		if (tq->auto_sub != NULL)
+			sub_free(tq->auto_sub);
+	}
 
 	struct sub *dup;
 	HASH_FIND(hh, c->subs, id, id_len, dup);
@@ -295,7 +324,8 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
 
-	struct dest *d = broker_dest_get(c->broker, dh->value, dh->value_len, kind);
+	struct dest *d = tq ? tq->dest : broker_dest_get(c->broker, dh->value, dh->value_len,
+	    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 	if (d == NULL)
 		return fail_oom(c, f);
 	struct sub *s = sub_new(c, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);

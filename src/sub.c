@@ -13,6 +13,7 @@
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/sub.h"
+#include "eft/temp.h"
 #include "eft/wire.h"
 
 int
@@ -105,6 +106,8 @@ sub_free(struct sub *s)
 		s->dest_next->dest_prev = s->dest_prev;
 	d->nsubs--;
 	HASH_DEL(c->subs, s);
+	if (d->temp != NULL && d->temp->auto_sub == s)
+		d->temp->auto_sub = NULL;
 
 	/* Newest first onto the head of the queue keeps the original order. */
 	while (s->unacked_tail != NULL) {

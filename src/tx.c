@@ -5,6 +5,7 @@
 
 #include "eft/conn.h"
 #include "eft/log.h"
+#include "eft/route.h"
 #include "eft/tx.h"
 
 struct tx *
@@ -44,7 +45,7 @@ tx_append(struct tx *t, struct tx_op *op)
 }
 
 int
-tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum dest_kind kind)
+tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum address_kind kind)
 {
 	struct tx_op *op = calloc(1, sizeof(*op));
 	char *name = malloc(dest_len);
@@ -106,7 +107,7 @@ tx_commit(struct conn *c, struct tx *t)
 		/* Destinations are looked up now: one may have come and gone since SEND. */
 		struct msg *m = op->msg;
 		op->msg = NULL;
-		if (broker_send(c->broker, op->dest, op->dest_len, op->dest_kind, m) != 0) {
+		if (route_send(c, op->dest, op->dest_len, op->dest_kind, m) != 0) {
 			log_error("out of memory committing transaction %s", t->name);
 			rc = -1;
 		}

@@ -20,8 +20,17 @@ struct event;
 struct evconnlistener;
 struct conn;
 struct sub;
+struct temp;
 
 enum dest_kind { DEST_QUEUE, DEST_TOPIC };
+
+/* What a destination name given by a client means. */
+enum address_kind {
+	ADDR_QUEUE,       /* /queue/NAME */
+	ADDR_TOPIC,       /* /topic/NAME */
+	ADDR_TEMP_QUEUE,  /* /temp-queue/NAME: the connection's own temp-queue */
+	ADDR_REPLY_QUEUE, /* /reply-queue/...: someone's temp-queue, by its broker-wide name */
+};
 
 /* A FIFO ring of queued messages; redelivered marks what a consumer had. */
 struct qentry {
@@ -43,6 +52,7 @@ struct dest {
 	struct sub *subs;                     /* every subscription, linked by dest_next */
 	size_t nsubs;
 	struct sub *ready_head, *ready_tail;  /* queues: who may take a message now, in turn */
+	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 };
 
 struct broker_stats {
@@ -50,6 +60,7 @@ struct broker_stats {
 	uint64_t msgs_in;
 	uint64_t deliveries;
 	uint64_t connections;
+	uint64_t replies_dropped;             /* sent to a temp-queue whose owner had gone */
 };
 
 struct broker {
@@ -73,12 +84,14 @@ void broker_free(struct broker *b);
 int broker_listen(struct broker *b, char *err, size_t errlen);
 
 /* Is name a destination eftd serves?  Fills kind. */
-bool broker_dest_valid(const char *name, size_t len, enum dest_kind *kind);
+bool broker_address_kind(const char *name, size_t len, enum address_kind *kind);
 struct dest *broker_dest_find(struct broker *b, const char *name, size_t len);
 /* Find or create; NULL if out of memory. */
 struct dest *broker_dest_get(struct broker *b, const char *name, size_t len, enum dest_kind kind);
-/* Forget a destination that has no subscribers and no messages. */
+/* Forget a destination that has no subscribers and no messages (temp-queues stay). */
 void broker_dest_release(struct broker *b, struct dest *d);
+/* Delete a destination that has no subscribers, with its messages. */
+void broker_dest_delete(struct broker *b, struct dest *d);
 
 /* Route a message (the caller's reference passes to the broker); -1 if out of memory. */
 int broker_publish(struct broker *b, struct dest *d, struct msg *m);

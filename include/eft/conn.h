@@ -14,6 +14,7 @@ struct event;
 struct sub;
 struct delivery;
 struct tx;
+struct temp;
 
 enum conn_state {
 	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
@@ -34,6 +35,7 @@ struct conn {
 	struct sub *subs;              /* by id */
 	struct delivery *deliveries;   /* unacked, by key */
 	struct tx *txs;                /* open transactions, by name */
+	struct temp *temps;            /* temp-queues, by /temp-queue/NAME */
 	bool out_blocked;              /* output above the high-water mark: no queue deliveries */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;

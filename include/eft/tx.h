@@ -16,7 +16,7 @@ struct tx_op {
 	struct msg *msg;           /* TX_SEND */
 	char *dest;                /* TX_SEND: destination name */
 	size_t dest_len;
-	enum dest_kind dest_kind;
+	enum address_kind dest_kind;
 	struct delivery_key key;   /* TX_ACK, TX_NACK */
 	struct tx_op *next;
 };
@@ -32,7 +32,7 @@ struct tx *tx_find(struct conn *c, const char *name, size_t len);
 /* NULL if out of memory. */
 struct tx *tx_begin(struct conn *c, const char *name, size_t len);
 /* Queue an operation; the message reference passes to the transaction. -1 if out of memory. */
-int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum dest_kind kind);
+int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum address_kind kind);
 int tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack);
 /* Apply every operation in order, then forget the transaction. -1 if out of memory. */
 int tx_commit(struct conn *c, struct tx *t);

@@ -1,0 +1,97 @@
+/* temp.c - temp-queues: private reply queues made on demand by reply-to. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "eft/conn.h"
+#include "eft/log.h"
+#include "eft/sub.h"
+#include "eft/temp.h"
+
+/* 16 random bytes as 22 URL-safe base64 characters: unguessable, header-safe. */
+static void
+random_name(char out[23])
+{
+	static const char alphabet[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	unsigned char bytes[17] = { 0 };
+	if (getrandom(bytes, 16, 0) != 16) {
+		/* getrandom from the kernel pool does not fail for 16 bytes once
+		 * booted; if it somehow does, fall back to something unique. */
+		for (int i = 0; i < 16; i++)
+			bytes[i] = (unsigned char)random();
+	}
+	for (int i = 0; i < 22; i++) {
+		int bit = i * 6, byte = bit / 8, shift = bit % 8;
+		unsigned v = ((unsigned)bytes[byte] << 8 | bytes[byte + 1]) >> (10 - shift);
+		out[i] = alphabet[v & 63];
+	}
+	out[22] = '\0';
+}
+
+struct temp *
+temp_get(struct conn *c, const char *name, size_t len)
+{
+	struct temp *t;
+	HASH_FIND(hh, c->temps, name, len, t);
+	if (t != NULL)
+		return t;
+
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	t->name = malloc(len + 1);
+	if (t->name == NULL)
+		goto fail;
+	memcpy(t->name, name, len);
+	t->name[len] = '\0';
+	t->name_len = len;
+
+	char qname[REPLY_PREFIX_LEN + 8 + 23];
+	memcpy(qname, REPLY_PREFIX "eft.gen-", REPLY_PREFIX_LEN + 8);
+	random_name(qname + REPLY_PREFIX_LEN + 8);
+	t->dest = broker_dest_get(c->broker, qname, strlen(qname), DEST_QUEUE);
+	if (t->dest == NULL)
+		goto fail;
+	t->dest->temp = t;
+	HASH_ADD_KEYPTR(hh, c->temps, t->name, t->name_len, t);
+	log_debug("%s: %s is %s", c->peer, t->name, t->dest->name);
+	return t;
+fail:
+	free(t->name);
+	free(t);
+	return NULL;
+}
+
+int
+temp_auto_subscribe(struct conn *c, struct temp *t)
+{
+	if (t->auto_sub != NULL || t->dest->nsubs > 0)
+		return 0;
+	/* The id is the name the client chose: RabbitMQ clients match replies on it. */
+	struct sub *s;
+	HASH_FIND(hh, c->subs, t->name, t->name_len, s);
+	if (s != NULL)
+		return 0; /* the client already uses that id for something else */
+	t->auto_sub = sub_new(c, t->dest, t->name, t->name_len, true, ACK_AUTO, 0);
+	if (t->auto_sub == NULL)
+		return -1;
+	broker_dispatch(c->broker, t->dest);
+	return 0;
+}
+
+void
+temp_free_all(struct conn *c)
+{
+	struct temp *t, *tmp;
+	HASH_ITER(hh, c->temps, t, tmp) {
+		HASH_DEL(c->temps, t);
+		struct dest *d = t->dest;
+		if (d->q.count > 0)
+			log_debug("%s: %s deleted with %zu messages", c->peer, t->name, d->q.count);
+		d->temp = NULL;
+		broker_dest_delete(c->broker, d);
+		free(t->name);
+		free(t);
+	}
+}

@@ -1,0 +1,285 @@
+"""Shared pieces of eft's end-to-end tests: start a real eftd on a free
+loopback port, and a raw STOMP client that sends exact bytes and reads
+frames back.  Every wait is bounded; every process started is stopped."""
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("BUILD", "build")
+EFTD = os.environ.get("EFTD", os.path.join(ROOT, BUILD, "eftd"))
+# e.g. "valgrind --error-exitcode=99 -q" (make valgrind)
+WRAPPER = os.environ.get("EFTD_WRAPPER", "").split()
+SLOW = 10 if WRAPPER else 1  # valgrind runs everything ~10x slower
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """An eftd process.  Use as a context manager, or start()/stop()."""
+
+    def __init__(self, config=None, args=(), bind="127.0.0.1"):
+        self.port = free_port()
+        self.bind = bind
+        self.config_text = config
+        self.args = list(args)
+        self.proc = None
+        self.log_path = None
+        self.config_path = None
+
+    def start(self):
+        fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
+        os.close(fd)
+        cmd = WRAPPER + [EFTD, "-b", self.bind, "-p", str(self.port)] + self.args
+        if self.config_text is not None:
+            fd, self.config_path = tempfile.mkstemp(prefix="eftd-", suffix=".conf")
+            with os.fdopen(fd, "w") as f:
+                f.write(self.config_text)
+            cmd += ["-c", self.config_path]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("eftd exited early:\n" + self.read_log())
+            try:
+                with socket.create_connection((self.bind, self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        self.kill()
+        raise RuntimeError("eftd did not start listening:\n" + self.read_log())
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=10):
+        """SIGTERM, wait; returns the exit code (kills and returns None on timeout)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout * SLOW)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = None
+        self.cleanup()
+        return rc
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.cleanup()
+
+    def cleanup(self):
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+        for p in (self.config_path,):
+            if p and os.path.exists(p):
+                os.unlink(p)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        rc = self.stop()
+        if exc[0] is None and rc != 0:
+            raise AssertionError("eftd exit code %r; log:\n%s" % (rc, self.read_log()))
+        if self.log_path and os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+class Frame:
+    def __init__(self, command, headers, body):
+        self.command = command
+        self.headers = headers      # list of (name, value), in order, raw (escaped) text
+        self.body = body            # bytes
+
+    def get(self, name, default=None):
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return default
+
+    def __getitem__(self, name):
+        v = self.get(name)
+        if v is None:
+            raise KeyError("%s frame has no %r header: %r" % (self.command, name, self.headers))
+        return v
+
+    def __repr__(self):
+        return "Frame(%r, %r, %r)" % (self.command, self.headers, self.body[:80])
+
+
+def frame(command, headers=(), body=b""):
+    """Encode a frame; headers is a list of (name, value) or a dict, used as given."""
+    if isinstance(headers, dict):
+        headers = list(headers.items())
+    out = command.encode() + b"\n"
+    for k, v in headers:
+        out += (k.encode() if isinstance(k, str) else k) + b":" + \
+               (v.encode() if isinstance(v, str) else v) + b"\n"
+    if isinstance(body, str):
+        body = body.encode()
+    return out + b"\n" + body + b"\0"
+
+
+class Closed(Exception):
+    pass
+
+
+class RawClient:
+    """A STOMP client speaking exact bytes over a socket."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=5):
+        self.sock = socket.create_connection((host, port), timeout=timeout * SLOW)
+        self.timeout = timeout * SLOW
+        self.buf = b""
+        self.heartbeats = 0   # EOLs seen between frames
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def send_frame(self, command, headers=(), body=b""):
+        self.send(frame(command, headers, body))
+
+    def connect(self, version="1.2", headers=None):
+        h = [("accept-version", version), ("host", "/")] if version else []
+        h += list((headers or {}).items())
+        self.send_frame("CONNECT", h)
+        f = self.read_frame()
+        if f.command != "CONNECTED":
+            raise AssertionError("expected CONNECTED, got %r" % f)
+        return f
+
+    def _fill(self, deadline):
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            raise socket.timeout("no complete frame in time; have %r" % self.buf[:200])
+        self.sock.settimeout(remaining)
+        data = self.sock.recv(65536)
+        if not data:
+            raise Closed("connection closed; unparsed %r" % self.buf[:200])
+        self.buf += data
+
+    def read_frame(self, timeout=None):
+        deadline = time.time() + (timeout if timeout is not None else self.timeout)
+        while True:
+            while self.buf[:1] in (b"\n", b"\r") and self.buf:
+                if self.buf.startswith(b"\r\n"):
+                    self.buf = self.buf[2:]
+                elif self.buf.startswith(b"\n"):
+                    self.buf = self.buf[1:]
+                else:
+                    break
+                self.heartbeats += 1
+            end = self.buf.find(b"\n\n")
+            if end >= 0:
+                head = self.buf[:end].decode("utf-8", "replace").split("\n")
+                command, headers = head[0], []
+                for line in head[1:]:
+                    k, _, v = line.partition(":")
+                    headers.append((k, v))
+                start = end + 2
+                length = None
+                for k, v in headers:
+                    if k == "content-length":
+                        length = int(v)
+                        break
+                if length is not None:
+                    if len(self.buf) >= start + length + 1:
+                        body = self.buf[start:start + length]
+                        assert self.buf[start + length:start + length + 1] == b"\0", \
+                            "no NUL after content-length body"
+                        self.buf = self.buf[start + length + 1:]
+                        return Frame(command, headers, body)
+                else:
+                    nul = self.buf.find(b"\0", start)
+                    if nul >= 0:
+                        body = self.buf[start:nul]
+                        self.buf = self.buf[nul + 1:]
+                        return Frame(command, headers, body)
+            self._fill(deadline)
+
+    def read_frames(self, n, timeout=None):
+        return [self.read_frame(timeout) for _ in range(n)]
+
+    def expect(self, command, timeout=None):
+        f = self.read_frame(timeout)
+        if f.command != command:
+            raise AssertionError("expected %s, got %r" % (command, f))
+        return f
+
+    def expect_error_and_close(self, timeout=None):
+        """An ERROR frame, then the server closes the connection."""
+        f = self.expect("ERROR", timeout)
+        self.expect_closed(timeout)
+        return f
+
+    def expect_closed(self, timeout=None):
+        deadline = time.time() + (timeout if timeout is not None else self.timeout)
+        while True:
+            try:
+                self._fill(deadline)
+            except Closed:
+                return
+            except ConnectionResetError:
+                return
+
+    def expect_nothing(self, wait=0.2):
+        """No frame arrives within `wait` seconds (heart-beat EOLs are ignored)."""
+        try:
+            f = self.read_frame(timeout=wait)
+        except socket.timeout:
+            return
+        raise AssertionError("expected nothing, got %r" % f)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class BrokerTest(unittest.TestCase):
+    """A test case with a fresh eftd per test and clients closed afterwards."""
+
+    config = None
+    args = ()
+
+    def setUp(self):
+        self.broker = Broker(config=self.config, args=self.args).start()
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        rc = self.broker.stop()
+        log = self.broker.read_log()
+        if os.path.exists(self.broker.log_path):
+            os.unlink(self.broker.log_path)
+        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-4000:])
+
+    def client(self, connect="1.2", **kw):
+        c = RawClient(self.broker.port, **kw)
+        self.clients.append(c)
+        if connect:
+            c.connect(connect)
+        return c
