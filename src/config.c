@@ -1,6 +1,7 @@
 /* config.c - eftd settings.  Everything has a default so eftd runs with no
  * file at all; the file only overrides.  Keys are the long flag names. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,9 +132,22 @@ config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 	int lineno = 0, rc = 0;
 	while (fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
+		bool whole = strchr(line, '\n') != NULL || feof(f);
 		char *hash = strchr(line, '#');
 		if (hash != NULL)
 			*hash = '\0';
+		if (!whole) {
+			/* Longer than the buffer: fine for a comment, not for a setting. */
+			int ch;
+			while ((ch = fgetc(f)) != EOF && ch != '\n')
+				;
+			if (*trim(line) != '\0') {
+				snprintf(err, errlen, "%s:%d: line too long", path, lineno);
+				rc = -1;
+				break;
+			}
+			continue;
+		}
 		char *s = trim(line);
 		if (*s == '\0')
 			continue;

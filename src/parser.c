@@ -62,6 +62,22 @@ parser_mid_frame(const struct parser *p)
 	return p->state == PARSER_HEADERS || p->state == PARSER_BODY;
 }
 
+/* While the body is still arriving, the frame's command and headers point
+ * into buf: when the bytes move, the pointers move with them.  `from` is the
+ * old position of the bytes now at `to`. */
+static void
+rebase_frame(struct parser *p, const char *from, char *to)
+{
+	struct frame *f = &p->frame;
+	if (p->state != PARSER_BODY)
+		return;
+	f->cmd_name = to + (f->cmd_name - from);
+	for (size_t i = 0; i < f->nhdr; i++) {
+		f->hdr[i].name = to + (f->hdr[i].name - from);
+		f->hdr[i].value = to + (f->hdr[i].value - from);
+	}
+}
+
 /* Drop consumed bytes from the front; offsets are relative to buf. */
 static void
 compact(struct parser *p)
@@ -69,6 +85,7 @@ compact(struct parser *p)
 	size_t s = p->start;
 	if (s == 0)
 		return;
+	rebase_frame(p, p->buf + s, p->buf);
 	memmove(p->buf, p->buf + s, p->len - s);
 	p->len -= s;
 	p->scan -= s;
@@ -97,9 +114,14 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 		size_t cap = p->cap ? p->cap : PARSER_MIN_CAP;
 		while (cap - p->len < want)
 			cap *= 2;
-		char *nbuf = realloc(p->buf, cap);
+		/* Not realloc: the old block must stay readable to rebase from. */
+		char *nbuf = malloc(cap);
 		if (nbuf == NULL)
 			return NULL;
+		if (p->len > 0)
+			memcpy(nbuf, p->buf, p->len);
+		rebase_frame(p, p->buf, nbuf);
+		free(p->buf);
 		p->buf = nbuf;
 		p->cap = cap;
 	}
@@ -238,6 +260,8 @@ scan_headers(struct parser *p)
 			/* A NUL where a header line should start ends a frame with no
 			 * blank line; accept it as a frame with no body. */
 			if (nul == p->buf + p->line_start && p->nlines > 0) {
+				if (p->line_start + 1 - p->start > p->limits.max_frame)
+					return fail_limit(p, "frame too large", p->limits.max_frame);
 				p->body_start = p->line_start;
 				enum parser_result r = split_headers(p);
 				if (r == PARSE_ERROR)
@@ -265,7 +289,11 @@ scan_headers(struct parser *p)
 		if (++p->nlines > p->limits.max_headers + 1)
 			return fail_limit(p, "too many headers", p->limits.max_headers);
 	}
-	if (p->len - p->line_start > p->limits.max_header_line)
+	/* The unfinished line: a trailing CR may yet be part of its CRLF. */
+	size_t pending = p->len - p->line_start;
+	if (pending > 0 && p->buf[p->len - 1] == '\r')
+		pending--;
+	if (pending > p->limits.max_header_line)
 		return fail_limit(p, "header line too long", p->limits.max_header_line);
 	if (p->len - p->start > p->limits.max_frame)
 		return fail_limit(p, "frame too large", p->limits.max_frame);

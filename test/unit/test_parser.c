@@ -712,6 +712,37 @@ test_body_ends_at_first_nul(void **state)
 	run_free(&r);
 }
 
+/* Bodies of a few kilobytes, both kinds, in a variety of chunk sizes (all
+ * within the parser's first buffer). */
+static void
+test_bodies_kilobytes(void **state)
+{
+	(void)state;
+	enum { LEN = 1500 };
+	char with_nuls[LEN], text[LEN];
+	for (size_t i = 0; i < LEN; i++) {
+		with_nuls[i] = (char)(i % 7 == 3 ? 0 : 'A' + i % 26);
+		text[i] = (char)('a' + i % 26);
+	}
+	struct bytes in = { 0 };
+	b_fmt(&in, "SEND\ncontent-length:%d\n\n", LEN);
+	b_add(&in, with_nuls, LEN);
+	b_add(&in, LIT("\0\nSEND\n\n"));
+	b_add(&in, text, LEN);
+	b_add(&in, "", 1);
+	static const size_t chunks[] = { 0, 1, 2, 100, 1499, 1500, 1501 };
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+		struct run r;
+		parse_chunked(in.d, in.n, chunks[c], STOMP_1_2, &roomy, &r);
+		assert_false(r.failed);
+		assert_int_equal(r.n, 2);
+		expect_frame(&r.f[0], CMD_SEND, "SEND", with_nuls, LEN, 1, "content-length", "1500");
+		expect_frame(&r.f[1], CMD_SEND, "SEND", text, LEN, 0);
+		run_free(&r);
+	}
+	b_free(&in);
+}
+
 static void
 test_content_length_zero(void **state)
 {
@@ -1330,12 +1361,12 @@ body_pattern(char *b, size_t n, unsigned seed)
 
 /* Emulate reads of varying sizes into the parser's own buffer. */
 static void
-socket_reads(struct parser *p, struct run *r, const char *data, size_t n, size_t *max_cap)
+socket_reads(struct parser *p, struct run *r, const char *data, size_t n, const size_t *reads,
+    size_t nreads, size_t *max_cap)
 {
-	static const size_t reads[] = { 1, 13, 512, 4096, 3, 70000, 100, 8192 };
 	size_t off = 0, k = 0;
 	while (off < n && !r->failed) {
-		size_t want = reads[k++ % (sizeof(reads) / sizeof(reads[0]))];
+		size_t want = reads[k++ % nreads];
 		size_t avail = 0;
 		char *dst = parser_space(p, want, &avail);
 		assert_non_null(dst);
@@ -1352,9 +1383,8 @@ socket_reads(struct parser *p, struct run *r, const char *data, size_t n, size_t
 }
 
 static void
-test_socket_reader(void **state)
+socket_case(const size_t *reads, size_t nreads)
 {
-	(void)state;
 	enum { BIG = 100000, NOLEN = 50000 };
 	char *big = malloc(BIG), *nolen = malloc(NOLEN);
 	assert_non_null(big);
@@ -1382,7 +1412,7 @@ test_socket_reader(void **state)
 	struct run r;
 	memset(&r, 0, sizeof(r));
 	size_t max_cap = 0;
-	socket_reads(&p, &r, in.d, in.n, &max_cap);
+	socket_reads(&p, &r, in.d, in.n, reads, nreads, &max_cap);
 	assert_false(r.failed);
 	assert_int_equal(r.n, 53);
 	expect_frame(&r.f[0], CMD_CONNECT, "CONNECT", "", 0, 2, "accept-version", "1.2", "host", "/");
@@ -1417,6 +1447,25 @@ test_socket_reader(void **state)
 	b_free(&in);
 	free(big);
 	free(nolen);
+}
+
+/* Reads of mixed sizes: frames arrive in many pieces, the big ones across
+ * several reads and buffer growths. */
+static void
+test_socket_reader(void **state)
+{
+	(void)state;
+	static const size_t reads[] = { 1, 13, 512, 4096, 3, 70000, 100, 8192 };
+	socket_case(reads, sizeof(reads) / sizeof(reads[0]));
+}
+
+/* One read big enough for everything: the buffer grows once, up front. */
+static void
+test_socket_reader_one_read(void **state)
+{
+	(void)state;
+	static const size_t reads[] = { 1u << 20 };
+	socket_case(reads, 1);
 }
 
 /* The frame in progress must survive the buffer being compacted (consumed
@@ -1596,6 +1645,7 @@ main(void)
 		cmocka_unit_test(test_crlf_lines),
 		cmocka_unit_test(test_content_length_body_with_nuls),
 		cmocka_unit_test(test_body_ends_at_first_nul),
+		cmocka_unit_test(test_bodies_kilobytes),
 		cmocka_unit_test(test_content_length_zero),
 		cmocka_unit_test(test_content_length_too_small),
 		cmocka_unit_test(test_content_length_not_numeric),
@@ -1620,6 +1670,7 @@ main(void)
 		cmocka_unit_test(test_nul_inside_headers),
 		cmocka_unit_test(test_nul_ends_header_block),
 		cmocka_unit_test(test_error_is_sticky),
+		cmocka_unit_test(test_socket_reader_one_read),
 		cmocka_unit_test(test_socket_reader),
 		cmocka_unit_test(test_headers_survive_compaction),
 		cmocka_unit_test(test_headers_survive_growth),
