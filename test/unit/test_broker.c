@@ -183,7 +183,7 @@ test_client_ack_cumulative(void **state)
 	struct fixture *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	for (int i = 1; i <= 5; i++) {
-		char body[8];
+		char body[16];
 		snprintf(body, sizeof(body), "m%d", i);
 		send_to(p, "/queue/ack", body);
 	}
