@@ -137,8 +137,9 @@ broker_dest_get(struct broker *b, const char *name, size_t len, enum dest_kind k
 }
 
 static void
-dest_free(struct dest *d)
+dest_free(struct broker *b, struct dest *d)
 {
+	b->dests_freed++; /* invalidates the connections' last-destination caches */
 	msgq_free(&d->q);
 	free(d->name);
 	free(d);
@@ -151,7 +152,7 @@ broker_dest_release(struct broker *b, struct dest *d)
 		return;
 	HASH_DEL(b->dests, d);
 	log_debug("destination %s removed", d->name);
-	dest_free(d);
+	dest_free(b, d);
 }
 
 void
@@ -159,7 +160,7 @@ broker_dest_delete(struct broker *b, struct dest *d)
 {
 	HASH_DEL(b->dests, d);
 	log_debug("destination %s deleted", d->name);
-	dest_free(d);
+	dest_free(b, d);
 }
 
 /* ---- routing ---- */
@@ -240,25 +241,6 @@ broker_publish(struct broker *b, struct dest *d, struct msg *m)
 	}
 	broker_dispatch(b, d);
 	return 0;
-}
-
-int
-broker_send(struct broker *b, const char *name, size_t len, enum dest_kind kind, struct msg *m)
-{
-	struct dest *d = broker_dest_find(b, name, len);
-	if (d == NULL && kind == DEST_TOPIC) {
-		/* Nobody listens: a topic keeps nothing, so there is nothing to do. */
-		b->stats.msgs_in++;
-		msg_unref(m);
-		return 0;
-	}
-	if (d == NULL)
-		d = broker_dest_get(b, name, len, kind);
-	if (d == NULL) {
-		msg_unref(m);
-		return -1;
-	}
-	return broker_publish(b, d, m);
 }
 
 int
@@ -422,7 +404,7 @@ broker_free(struct broker *b)
 	struct dest *d, *tmp;
 	HASH_ITER(hh, b->dests, d, tmp) {
 		HASH_DEL(b->dests, d);
-		dest_free(d);
+		dest_free(b, d);
 	}
 	event_free(b->flush_ev);
 	free(b);

@@ -4,6 +4,7 @@
  * Most messages have no header byte that needs escaping, and then the 1.0,
  * 1.1 and 1.2 blocks are the same bytes, stored once. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +40,36 @@ header_fits_1_0(const char *name, size_t nlen, const char *value, size_t vlen)
 	    memchr(value, '\r', vlen) == NULL;
 }
 
+struct block_writer;
+static void put_escaped(struct block_writer *w, const char *name, size_t nlen, const char *value,
+    size_t vlen);
+
 struct block_writer {
 	enum stomp_version v;
+	bool plain;   /* nothing needs escaping: copy bytes as they are */
 	char *p;      /* NULL while only measuring */
 	size_t len;
 };
 
-static void
+static inline __attribute__((always_inline)) void
 put_header(struct block_writer *w, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	if (w->plain) {
+		if (w->p != NULL) {
+			memcpy(w->p, name, nlen);
+			w->p[nlen] = ':';
+			memcpy(w->p + nlen + 1, value, vlen);
+			w->p[nlen + 1 + vlen] = '\n';
+			w->p += nlen + vlen + 2;
+		}
+		w->len += nlen + vlen + 2;
+		return;
+	}
+	put_escaped(w, name, nlen, value, vlen);
+}
+
+static void
+put_escaped(struct block_writer *w, const char *name, size_t nlen, const char *value, size_t vlen)
 {
 	if (w->v == STOMP_1_0 && !header_fits_1_0(name, nlen, value, vlen))
 		return;
@@ -62,7 +85,7 @@ put_header(struct block_writer *w, const char *name, size_t nlen, const char *va
 	w->len += (size_t)(w->p - start);
 }
 
-static void
+static inline __attribute__((always_inline)) void
 write_block(struct block_writer *w, const struct msg_spec *s, const char *id, size_t id_len,
     const char *clen, size_t clen_len)
 {
@@ -79,13 +102,24 @@ write_block(struct block_writer *w, const struct msg_spec *s, const char *id, si
 	put_header(w, "content-length", 14, clen, clen_len);
 }
 
+/* The rare path, kept out of line so the plain one inlines small. */
+static void
+write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char *id,
+    size_t id_len, const char *clen, size_t clen_len)
+{
+	write_block(w, s, id, id_len, clen, clen_len);
+}
+
 static int
 spec_needs_escape(const struct msg_spec *s)
 {
 	const struct frame *f = s->frame;
-	if (frame_needs_escape(STOMP_1_2, s->dest, s->dest_len))
-		return 1;
 	if (s->reply_to && frame_needs_escape(STOMP_1_2, s->reply_to, s->reply_to_len))
+		return 1;
+	/* The destination is one of the frame's headers: covered by plain. */
+	if (f->plain)
+		return 0;
+	if (frame_needs_escape(STOMP_1_2, s->dest, s->dest_len))
 		return 1;
 	for (size_t i = 0; i < f->nhdr; i++) {
 		const struct header *h = &f->hdr[i];
@@ -96,19 +130,37 @@ spec_needs_escape(const struct msg_spec *s)
 	return 0;
 }
 
+size_t
+msg_format_u64(char *out, uint64_t n)
+{
+	char tmp[20];
+	size_t len = 0;
+	do {
+		tmp[len++] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n != 0);
+	for (size_t i = 0; i < len; i++)
+		out[i] = tmp[len - 1 - i];
+	out[len] = '\0';
+	return len;
+}
+
 struct msg *
 msg_new(const struct msg_spec *s)
 {
 	char id[24], clen[24];
-	size_t id_len = (size_t)snprintf(id, sizeof(id), "%" PRIu64, s->id);
-	size_t clen_len = (size_t)snprintf(clen, sizeof(clen), "%zu", s->frame->body_len);
+	size_t id_len = msg_format_u64(id, s->id);
+	size_t clen_len = msg_format_u64(clen, s->frame->body_len);
 
 	/* One block serves every version unless something must be escaped. */
 	int nblocks = spec_needs_escape(s) ? STOMP_VERSIONS : 1;
 	size_t lens[STOMP_VERSIONS], total = 0;
 	for (int v = 0; v < nblocks; v++) {
-		struct block_writer w = { .v = nblocks == 1 ? STOMP_1_2 : (enum stomp_version)v };
-		write_block(&w, s, id, id_len, clen, clen_len);
+		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1 };
+		if (w.plain)
+			write_block(&w, s, id, id_len, clen, clen_len);
+		else
+			write_escaped_block(&w, s, id, id_len, clen, clen_len);
 		lens[v] = w.len;
 		total += w.len;
 	}
@@ -122,8 +174,11 @@ msg_new(const struct msg_spec *s)
 	m->size = size;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
-		struct block_writer w = { .v = nblocks == 1 ? STOMP_1_2 : (enum stomp_version)v, .p = p };
-		write_block(&w, s, id, id_len, clen, clen_len);
+		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
+		if (w.plain)
+			write_block(&w, s, id, id_len, clen, clen_len);
+		else
+			write_escaped_block(&w, s, id, id_len, clen, clen_len);
 		m->block[v] = p;
 		m->block_len[v] = (uint32_t)lens[v];
 		p += lens[v];

@@ -5,6 +5,7 @@
  * NUL).  `scan` remembers how far each search got, so a frame arriving one
  * byte at a time is not rescanned.  The header block is split and unescaped
  * in place once it is complete, so header values point into the buffer. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,14 +63,13 @@ parser_mid_frame(const struct parser *p)
 	return p->state == PARSER_HEADERS || p->state == PARSER_BODY;
 }
 
-/* While the body is still arriving, the frame's command and headers point
- * into buf: when the bytes move, the pointers move with them.  `from` is the
+/* While a frame is arriving, the lines taken so far point into buf: when the bytes move, the pointers move with them.  `from` is the
  * old position of the bytes now at `to`. */
 static void
 rebase_frame(struct parser *p, const char *from, char *to)
 {
 	struct frame *f = &p->frame;
-	if (p->state != PARSER_BODY)
+	if (p->state != PARSER_BODY && !(p->state == PARSER_HEADERS && p->nlines > 0))
 		return;
 	f->cmd_name = to + (f->cmd_name - from);
 	for (size_t i = 0; i < f->nhdr; i++) {
@@ -108,6 +108,7 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 	if (p->state == PARSER_BODY && p->has_length && p->body_end + 1 > p->len &&
 	    p->body_end + 1 - p->len > want)
 		want = p->body_end + 1 - p->len;
+	want++; /* room for the NUL sentinel after the data */
 	if (p->cap - p->len < want && p->start > 0)
 		compact(p);
 	if (p->cap - p->len < want) {
@@ -125,7 +126,8 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 		p->buf = nbuf;
 		p->cap = cap;
 	}
-	*avail = p->cap - p->len;
+	p->buf[p->len] = '\0'; /* compaction or growth may have moved it */
+	*avail = p->cap - p->len - 1;
 	return p->buf + p->len;
 }
 
@@ -133,6 +135,7 @@ void
 parser_commit(struct parser *p, size_t n)
 {
 	p->len += n;
+	p->buf[p->len] = '\0';
 }
 
 int
@@ -172,66 +175,64 @@ parse_length(const char *s, size_t len, size_t *out)
 	return 0;
 }
 
-/* The header block [start, body_start) is complete: split it into the frame. */
+/* One complete line of the header block: the command, or a header. */
 static enum parser_result
-split_headers(struct parser *p)
+take_line(struct parser *p, char *line, size_t n)
 {
 	struct frame *f = &p->frame;
-	char *line = p->buf + p->start;
-	char *end = p->buf + p->body_start;
-
-	size_t need = p->nlines; /* header lines plus the command: enough */
-	if (need > p->hdr_cap) {
-		size_t cap = p->hdr_cap ? p->hdr_cap : 16;
-		while (cap < need)
-			cap *= 2;
+	if (p->nlines == 0) {
+		f->cmd_name = line;
+		f->cmd_len = n;
+		f->cmd = frame_cmd_lookup(line, n);
+		/* CONNECT headers are never escaped. */
+		p->escape = (f->cmd == CMD_CONNECT || f->cmd == CMD_STOMP) ? STOMP_1_0 : p->version;
+		for (int i = 0; i < HDR_COUNT; i++)
+			f->known[i] = -1;
+		f->nhdr = 0;
+		f->plain = true;
+		return PARSE_NEED_MORE;
+	}
+	if (f->nhdr >= p->limits.max_headers)
+		return fail_limit(p, "too many headers", p->limits.max_headers);
+	if (f->nhdr == p->hdr_cap) {
+		size_t cap = p->hdr_cap ? p->hdr_cap * 2 : 16;
 		struct header *h = realloc(f->hdr, cap * sizeof(*h));
 		if (h == NULL)
 			return fail(p, "out of memory");
 		f->hdr = h;
 		p->hdr_cap = cap;
 	}
-	for (int i = 0; i < HDR_COUNT; i++)
-		f->known[i] = -1;
-	f->nhdr = 0;
+	char *colon = memchr(line, ':', n);
+	if (colon == NULL)
+		return fail(p, "malformed header line (no ':') in frame");
+	struct header *h = &f->hdr[f->nhdr];
+	h->name = line;
+	h->name_len = (uint32_t)(colon - line);
+	h->value = colon + 1;
+	h->value_len = (uint32_t)(n - h->name_len - 1);
+	/* A backslash, a CR or a second colon means some receiver will need
+	 * this header escaped; most frames have none, and then messages skip
+	 * the escaping step entirely. */
+	bool backslash = memchr(line, '\\', n) != NULL;
+	if (backslash || memchr(line, '\r', n) != NULL || memchr(h->value, ':', h->value_len) != NULL)
+		f->plain = false;
+	if (backslash && p->escape != STOMP_1_0 &&
+	    (frame_unescape(p->escape, h->name, &h->name_len) != 0 ||
+	     frame_unescape(p->escape, h->value, &h->value_len) != 0))
+		return fail(p, "undefined escape sequence in header");
+	h->id = frame_hdr_lookup(h->name, h->name_len);
+	if (h->id != HDR_OTHER && f->known[h->id] < 0)
+		f->known[h->id] = (int32_t)f->nhdr;
+	f->nhdr++;
+	return PARSE_NEED_MORE;
+}
 
-	int first = 1;
-	enum stomp_version v = p->version;
-	while (line < end) {
-		char *nl = memchr(line, '\n', (size_t)(end - line));
-		size_t n = (size_t)(nl - line);
-		if (n > 0 && line[n - 1] == '\r')
-			n--;
-		if (n == 0) /* the blank line ending the headers */
-			break;
-		if (first) {
-			f->cmd_name = line;
-			f->cmd_len = n;
-			f->cmd = frame_cmd_lookup(line, n);
-			if (f->cmd == CMD_CONNECT || f->cmd == CMD_STOMP)
-				v = STOMP_1_0; /* CONNECT headers are never escaped */
-			first = 0;
-		} else {
-			char *colon = memchr(line, ':', n);
-			if (colon == NULL)
-				return fail(p, "malformed header line (no ':') in frame");
-			struct header *h = &f->hdr[f->nhdr++];
-			h->name = line;
-			h->name_len = (uint32_t)(colon - line);
-			h->value = colon + 1;
-			h->value_len = (uint32_t)(n - h->name_len - 1);
-			if (frame_unescape(v, h->name, &h->name_len) != 0 ||
-			    frame_unescape(v, h->value, &h->value_len) != 0)
-				return fail(p, "undefined escape sequence in header");
-			h->id = frame_hdr_lookup(h->name, h->name_len);
-			if (h->id != HDR_OTHER && f->known[h->id] < 0)
-				f->known[h->id] = (int32_t)(f->nhdr - 1);
-		}
-		line = nl + 1;
-	}
-
+/* The blank line was seen: work out where the body ends. */
+static enum parser_result
+end_headers(struct parser *p)
+{
 	p->has_length = 0;
-	const struct header *cl = frame_get(f, HDR_CONTENT_LENGTH);
+	const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
 	if (cl != NULL) {
 		size_t body_len;
 		if (parse_length(cl->value, cl->value_len, &body_len) != 0)
@@ -247,47 +248,45 @@ split_headers(struct parser *p)
 	return PARSE_NEED_MORE;
 }
 
+/* Take header lines as they complete.  buf[len] is always a NUL sentinel, so
+ * one strchrnul finds the end of a line or a NUL, whichever comes first. */
 static enum parser_result
 scan_headers(struct parser *p)
 {
-	while (p->scan < p->len) {
-		char *from = p->buf + p->scan;
-		size_t n = p->len - p->scan;
-		char *nl = memchr(from, '\n', n);
-		size_t upto = nl ? (size_t)(nl - from) : n;
-		char *nul = memchr(from, '\0', upto);
-		if (nul != NULL) {
+	for (;;) {
+		char *line = p->buf + p->line_start;
+		char *q = strchrnul(p->buf + p->scan, '\n');
+		if (*q == '\0') {
+			if (q == p->buf + p->len) {
+				p->scan = p->len;
+				break;
+			}
 			/* A NUL where a header line should start ends a frame with no
 			 * blank line; accept it as a frame with no body. */
-			if (nul == p->buf + p->line_start && p->nlines > 0) {
-				if (p->line_start + 1 - p->start > p->limits.max_frame)
-					return fail_limit(p, "frame too large", p->limits.max_frame);
-				p->body_start = p->line_start;
-				enum parser_result r = split_headers(p);
-				if (r == PARSE_ERROR)
-					return r;
-				p->has_length = 1;
-				p->body_end = p->body_start;
-				return PARSE_NEED_MORE;
-			}
-			return fail(p, "NUL byte inside the frame's headers");
+			if (q != line || p->nlines == 0)
+				return fail(p, "NUL byte inside the frame's headers");
+			if (p->line_start + 1 - p->start > p->limits.max_frame)
+				return fail_limit(p, "frame too large", p->limits.max_frame);
+			p->body_start = p->line_start;
+			p->has_length = 1;
+			p->body_end = p->body_start;
+			p->scan = p->body_start;
+			p->state = PARSER_BODY;
+			return PARSE_NEED_MORE;
 		}
-		if (nl == NULL) {
-			p->scan = p->len;
-			break;
-		}
-		size_t line_len = (size_t)(nl - (p->buf + p->line_start));
-		if (line_len > 0 && nl[-1] == '\r')
-			line_len--;
-		if (line_len > p->limits.max_header_line)
+		size_t n = (size_t)(q - line);
+		if (n > 0 && q[-1] == '\r')
+			n--;
+		if (n > p->limits.max_header_line)
 			return fail_limit(p, "header line too long", p->limits.max_header_line);
-		p->scan = p->line_start = (size_t)(nl + 1 - p->buf);
-		if (line_len == 0) {
+		p->scan = p->line_start = (size_t)(q + 1 - p->buf);
+		if (n == 0) {
 			p->body_start = p->scan;
-			return split_headers(p);
+			return end_headers(p);
 		}
-		if (++p->nlines > p->limits.max_headers + 1)
-			return fail_limit(p, "too many headers", p->limits.max_headers);
+		if (take_line(p, line, n) == PARSE_ERROR)
+			return PARSE_ERROR;
+		p->nlines++;
 	}
 	/* The unfinished line: a trailing CR may yet be part of its CRLF. */
 	size_t pending = p->len - p->line_start;

@@ -1,5 +1,7 @@
 /* route.c - where a SEND goes.  Kept apart from the protocol handlers so that
  * a SEND inside a transaction is routed by the same code at COMMIT. */
+#include <string.h>
+
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/route.h"
@@ -11,9 +13,29 @@ route_send(struct conn *c, const char *name, size_t len, enum address_kind kind,
 	struct broker *b = c->broker;
 	switch (kind) {
 	case ADDR_QUEUE:
-		return broker_send(b, name, len, DEST_QUEUE, m);
-	case ADDR_TOPIC:
-		return broker_send(b, name, len, DEST_TOPIC, m);
+	case ADDR_TOPIC: {
+		/* Producers mostly send to one destination: skip the hash then. */
+		struct dest *d = c->send_cache;
+		if (d == NULL || c->send_cache_gen != b->dests_freed || d->name_len != len ||
+		    memcmp(d->name, name, len) != 0) {
+			d = broker_dest_find(b, name, len);
+			if (d == NULL && kind == ADDR_TOPIC) {
+				/* Nobody listens, and a topic keeps nothing. */
+				b->stats.msgs_in++;
+				msg_unref(m);
+				return 0;
+			}
+			if (d == NULL)
+				d = broker_dest_get(b, name, len, DEST_QUEUE);
+			if (d == NULL) {
+				msg_unref(m);
+				return -1;
+			}
+			c->send_cache = d;
+			c->send_cache_gen = b->dests_freed;
+		}
+		return broker_publish(b, d, m);
+	}
 	case ADDR_TEMP_QUEUE: {
 		struct temp *t = temp_get(c, name, len);
 		if (t == NULL) {

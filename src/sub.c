@@ -133,8 +133,11 @@ sub_can_take(const struct sub *s)
 size_t
 sub_ack_id(char *buf, size_t size, uint64_t sub_seq, uint64_t msg_id)
 {
-	int n = snprintf(buf, size, "%" PRIu64 "-%" PRIu64, sub_seq, msg_id);
-	return n < 0 ? 0 : (size_t)n;
+	if (size < 42)
+		return 0;
+	size_t n = msg_format_u64(buf, sub_seq);
+	buf[n++] = '-';
+	return n + msg_format_u64(buf + n, msg_id);
 }
 
 static int

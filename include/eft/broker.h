@@ -75,6 +75,7 @@ struct broker {
 	struct event *flush_ev;
 	struct evconnlistener *listener;
 	struct broker_stats stats;
+	uint64_t dests_freed;                /* bumped whenever a destination is freed */
 };
 
 /* NULL if out of memory. */
@@ -95,8 +96,6 @@ void broker_dest_delete(struct broker *b, struct dest *d);
 
 /* Route a message (the caller's reference passes to the broker); -1 if out of memory. */
 int broker_publish(struct broker *b, struct dest *d, struct msg *m);
-/* Route m to the destination called name, creating a queue on first use. */
-int broker_send(struct broker *b, const char *name, size_t len, enum dest_kind kind, struct msg *m);
 /* Hand queued messages to ready subscribers, in turn. */
 void broker_dispatch(struct broker *b, struct dest *d);
 /* Put messages a consumer gave back at the head of the queue, in order. */

@@ -36,6 +36,8 @@ struct conn {
 	struct delivery *deliveries;   /* unacked, by key */
 	struct tx *txs;                /* open transactions, by name */
 	struct temp *temps;            /* temp-queues, by /temp-queue/NAME */
+	struct dest *send_cache;       /* where the last SEND went, valid while */
+	uint64_t send_cache_gen;       /* ... broker->dests_freed is still this */
 	bool out_blocked;              /* output above the high-water mark: no queue deliveries */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;

@@ -64,6 +64,7 @@ struct frame {
 	struct header *hdr;
 	size_t nhdr;
 	int32_t known[HDR_COUNT]; /* index into hdr of the first occurrence, or -1 */
+	bool plain;               /* no header name or value needs escaping in any version */
 	char *body;
 	size_t body_len;
 };

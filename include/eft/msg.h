@@ -45,6 +45,8 @@ msg_ref(struct msg *m)
 }
 
 void msg_unref(struct msg *m);
+/* Decimal digits of n and a NUL at out (room for 21 bytes); returns the length. */
+size_t msg_format_u64(char *out, uint64_t n);
 /* For evbuffer_add_reference: drop the reference an output buffer held. */
 void msg_unref_cb(const void *data, size_t len, void *msg);
 

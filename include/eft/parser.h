@@ -26,12 +26,13 @@ struct parser {
 	size_t len;         /* bytes held in buf */
 	size_t scan;        /* where the search for a line end or NUL resumes */
 	size_t line_start;  /* start of the header line being scanned */
-	size_t nlines;      /* lines seen in this frame, command included */
+	size_t nlines;      /* lines taken from this frame, command included */
 	size_t body_start;
 	size_t body_end;    /* with content-length: offset of the closing NUL */
 	int has_length;
 	enum parser_state state;
 	enum stomp_version version; /* escaping in use; CONNECT frames are never escaped */
+	enum stomp_version escape;  /* escaping of the frame being parsed */
 	struct parser_limits limits;
 	struct frame frame;
 	size_t hdr_cap;     /* entries allocated in frame.hdr */
