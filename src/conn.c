@@ -215,7 +215,7 @@ conn_process(struct conn *c)
 		if (r == PARSE_FRAME) {
 			proto_handle(c, f);
 		} else if (r == PARSE_ERROR) {
-			proto_error(c, NULL, parser_error(&c->parser),
+			proto_error(c, parser_failed_frame(&c->parser), parser_error(&c->parser),
 			    "The frame could not be parsed; see the message header.");
 			break;
 		} else {

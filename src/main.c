@@ -74,7 +74,8 @@ main(int argc, char **argv)
 	const char *flag_val[8];
 	int nflags = 0, opt;
 
-	while ((opt = getopt_long(argc, argv, "b:p:c:l:Vh", opts, NULL)) != -1) {
+	opterr = 0; /* one line of our own instead of getopt's */
+	while ((opt = getopt_long(argc, argv, ":b:p:c:l:Vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'b': case 'p': case 'l':
 			if (nflags < 8) {
@@ -91,8 +92,15 @@ main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case ':':
+			fprintf(stderr, "eftd: %s needs a value; try 'eftd --help'\n", argv[optind - 1]);
+			return 1;
 		default:
-			fprintf(stderr, "eftd: try 'eftd --help'\n");
+			if (optopt != 0)
+				fprintf(stderr, "eftd: unknown option '-%c'; try 'eftd --help'\n", optopt);
+			else
+				fprintf(stderr, "eftd: unknown option '%s'; try 'eftd --help'\n",
+				    argv[optind - 1]);
 			return 1;
 		}
 	}

@@ -34,12 +34,21 @@ parser_free(struct parser *p)
 	p->cap = p->len = p->start = 0;
 }
 
+/* Keep what was parsed of the failing frame, so that the ERROR can carry its
+ * receipt-id. */
+static enum parser_result
+failed(struct parser *p)
+{
+	p->partial = p->state == PARSER_BODY || (p->state == PARSER_HEADERS && p->nlines > 0);
+	p->state = PARSER_FAILED;
+	return PARSE_ERROR;
+}
+
 static enum parser_result
 fail(struct parser *p, const char *why)
 {
 	snprintf(p->error, sizeof(p->error), "%s", why);
-	p->state = PARSER_FAILED;
-	return PARSE_ERROR;
+	return failed(p);
 }
 
 /* Fail on a configured limit, naming it so the client knows what to change. */
@@ -47,8 +56,13 @@ static enum parser_result
 fail_limit(struct parser *p, const char *what, size_t limit)
 {
 	snprintf(p->error, sizeof(p->error), "%s (limit %zu)", what, limit);
-	p->state = PARSER_FAILED;
-	return PARSE_ERROR;
+	return failed(p);
+}
+
+const struct frame *
+parser_failed_frame(const struct parser *p)
+{
+	return p->state == PARSER_FAILED && p->partial ? &p->frame : NULL;
 }
 
 const char *

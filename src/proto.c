@@ -28,15 +28,23 @@ enum result { RESULT_OK, RESULT_DONE, RESULT_FAILED };
 
 typedef enum result (*handler_fn)(struct conn *c, struct frame *f);
 
-void
-proto_error(struct conn *c, const struct frame *f, const char *message, const char *detail)
+/* The ERROR, with one extra header line if extra is not NULL. */
+static void
+send_error(struct conn *c, const struct frame *f, const char *message, const char *extra,
+    const char *detail)
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
 	if (wire_error(c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
-	    detail) != 0)
+	    extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
 	log_info("%s: protocol error: %s", c->peer, message);
 	conn_close_after_flush(c);
+}
+
+void
+proto_error(struct conn *c, const struct frame *f, const char *message, const char *detail)
+{
+	send_error(c, f, message, NULL, detail);
 }
 
 static enum result
@@ -196,11 +204,12 @@ handle_connect(struct conn *c, struct frame *f)
 	int v = av ? pick_version(av) : STOMP_1_0;
 	if (v < 0) {
 		/* The one ERROR with an extra header: which versions we speak. */
-		if (evbuffer_add_printf(c->out, "ERROR\nversion:1.0,1.1,1.2\n") < 0)
-			log_error("%s: out of memory", c->peer);
-		return fail(c, f, "unsupported protocol version",
+		char detail[256];
+		snprintf(detail, sizeof(detail),
 		    "Supported protocol versions are 1.0, 1.1 and 1.2; the client accepts '%.*s'.",
 		    (int)(av->value_len > 100 ? 100 : av->value_len), av->value);
+		send_error(c, f, "unsupported protocol version", "version:1.0,1.1,1.2\n", detail);
+		return RESULT_FAILED;
 	}
 	unsigned cx = 0, cy = 0;
 	const struct header *hb = frame_get(f, HDR_HEART_BEAT);
@@ -218,7 +227,8 @@ handle_connect(struct conn *c, struct frame *f)
 	c->hb_recv_ms = heartbeat_interval(cx, floor);
 
 	int rc;
-	if (c->version == STOMP_1_0) {
+	if (av == NULL) {
+		/* A 1.0 client that never heard of versions gets a 1.0 reply. */
 		rc = evbuffer_add_printf(c->out, "CONNECTED\nsession:eft-%" PRIu64 "\n\n", c->session);
 	} else {
 		rc = evbuffer_add_printf(c->out,

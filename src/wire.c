@@ -87,12 +87,13 @@ wire_receipt(struct evbuffer *out, enum stomp_version v, const char *receipt_id,
 
 int
 wire_error(struct evbuffer *out, enum stomp_version v, const char *message,
-    const char *receipt_id, size_t receipt_len, const char *detail)
+    const char *receipt_id, size_t receipt_len, const char *extra_line, const char *detail)
 {
 	char clen[32];
 	size_t dlen = detail ? strlen(detail) : 0;
 	snprintf(clen, sizeof(clen), "%zu", dlen);
 	if (evbuffer_add(out, "ERROR\n", 6) != 0 ||
+	    (extra_line != NULL && evbuffer_add(out, extra_line, strlen(extra_line)) != 0) ||
 	    wire_header(out, v, "message", message, strlen(message)) != 0)
 		return -1;
 	if (receipt_id != NULL && wire_header(out, v, "receipt-id", receipt_id, receipt_len) != 0)

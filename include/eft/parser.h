@@ -37,6 +37,7 @@ struct parser {
 	struct frame frame;
 	size_t hdr_cap;     /* entries allocated in frame.hdr */
 	char error[160];
+	int partial;        /* failed after taking some lines of a frame */
 };
 
 enum parser_result { PARSE_NEED_MORE, PARSE_FRAME, PARSE_ERROR };
@@ -53,6 +54,9 @@ int parser_feed(struct parser *p, const void *data, size_t n);
  * why and the parser stays failed. */
 enum parser_result parser_next(struct parser *p, struct frame **out);
 const char *parser_error(const struct parser *p);
+/* After PARSE_ERROR: the lines of the bad frame parsed before the error
+ * (command and headers, no body), or NULL. */
+const struct frame *parser_failed_frame(const struct parser *p);
 /* True when a frame has been started but not finished. */
 int parser_mid_frame(const struct parser *p);
 /* Release the buffer when nothing is pending (idle connections hold no memory). */

@@ -17,9 +17,10 @@ struct sub;
 int wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, struct msg *m,
     const char *ack_id, size_t ack_len, bool redelivered);
 int wire_receipt(struct evbuffer *out, enum stomp_version v, const char *receipt_id, size_t len);
-/* ERROR with a `message` header, `receipt-id` when known, and a text body. */
+/* ERROR with a `message` header, `receipt-id` when known, an optional
+ * ready-made header line ("name:value\n"), and a text body. */
 int wire_error(struct evbuffer *out, enum stomp_version v, const char *message,
-    const char *receipt_id, size_t receipt_len, const char *detail);
+    const char *receipt_id, size_t receipt_len, const char *extra_line, const char *detail);
 /* Append "name:value\n", escaped for v. */
 int wire_header(struct evbuffer *out, enum stomp_version v, const char *name, const char *value,
     size_t value_len);
