@@ -1,0 +1,403 @@
+"""The eftd command line: flags, --help and --version, start-up failures
+reported in one clear line with exit code 1, the config file, clean exit on
+SIGTERM and SIGINT, and listening on IPv6 loopback."""
+
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import BrokerTest, Broker, RawClient, EFTD, ROOT, SLOW, frame
+
+
+def run_eftd(*args, timeout=5):
+    """Run eftd to completion (it is expected to exit by itself)."""
+    try:
+        return subprocess.run([EFTD] + list(args), capture_output=True, text=True,
+                              timeout=timeout * SLOW, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("eftd %s did not exit within %ss" % (" ".join(args), timeout)) from e
+
+
+def lines(text):
+    return [l for l in text.splitlines() if l.strip()]
+
+
+def have_ipv6_loopback():
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def expect_receipt(c, rid):
+    f = c.expect("RECEIPT")
+    if f.get("receipt-id") != rid:
+        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
+    return f
+
+
+class CliTest(BrokerTest):
+
+    def write_config(self, text):
+        fd, path = tempfile.mkstemp(prefix="eftd-test-", suffix=".conf")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def assert_one_line_failure(self, r, *needles):
+        self.assertEqual(r.returncode, 1, "exit code; stderr: %r" % r.stderr)
+        err = lines(r.stderr)
+        self.assertEqual(len(err), 1, "expected one line on stderr, got %r" % r.stderr)
+        for n in needles:
+            self.assertIn(n, err[0])
+        return err[0]
+
+    # ---- help and version ----
+
+    def test_help(self):
+        for flag in ("--help", "-h"):
+            r = run_eftd(flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for opt in ("-b", "--bind", "-p", "--port", "-c", "--config",
+                        "-l", "--log-level", "-V", "--version"):
+                self.assertRegex(r.stdout, r"(^|[\s,])%s\b" % re.escape(opt),
+                                 "--help does not document %s" % opt)
+            self.assertEqual(r.stderr, "")
+
+    def test_version(self):
+        for flag in ("-V", "--version"):
+            r = run_eftd(flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(lines(r.stdout)), 1, r.stdout)
+            self.assertRegex(r.stdout, r"\d+\.\d+(\.\d+)?")
+
+    # ---- bad command lines ----
+
+    def test_unknown_long_flag(self):
+        r = run_eftd("--bogus")
+        self.assert_one_line_failure(r, "--bogus")
+
+    def test_unknown_short_flag(self):
+        r = run_eftd("-x")
+        self.assert_one_line_failure(r, "x")
+
+    def test_flag_missing_its_argument(self):
+        r = run_eftd("-p")
+        self.assert_one_line_failure(r)
+
+    def test_unexpected_argument(self):
+        r = run_eftd("extra")
+        self.assert_one_line_failure(r, "extra")
+
+    def test_bad_port(self):
+        for port in ("99999", "http", "-1"):
+            with self.subTest(port=port):
+                self.assert_one_line_failure(run_eftd("-p", port), port)
+
+    def test_bad_log_level(self):
+        self.assert_one_line_failure(run_eftd("-l", "loud"), "loud")
+
+    def test_port_in_use(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            port = s.getsockname()[1]
+            r = run_eftd("-b", "127.0.0.1", "-p", str(port))
+        line = self.assert_one_line_failure(r, str(port))
+        self.assertIn("in use", line.lower())
+
+    # ---- config file ----
+
+    def test_missing_config_file(self):
+        path = "/nonexistent/eftd-%d.conf" % os.getpid()
+        line = self.assert_one_line_failure(run_eftd("-c", path), path)
+        self.assertIn("No such file", line)
+
+    def test_config_file_is_a_directory(self):
+        d = tempfile.mkdtemp(prefix="eftd-test-")
+        self.addCleanup(os.rmdir, d)
+        self.assert_one_line_failure(run_eftd("-c", d, "-p", "0"), d)
+
+    def test_config_bad_key_names_file_and_line(self):
+        path = self.write_config("# settings\nmax-headers = 100\n\nno-such-key = 1\n")
+        line = self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"), "%s:4" % path)
+        self.assertIn("no-such-key", line)
+
+    def test_config_bad_value_names_file_and_line(self):
+        path = self.write_config("max-frame-size = lots\n")
+        self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"), "%s:1" % path, "lots")
+
+    def test_config_line_without_equals(self):
+        path = self.write_config("max-headers = 10\nport 61613\n")
+        self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"), "%s:2" % path)
+
+    def test_config_with_every_key_is_accepted(self):
+        text = ("# a full config\n\n"
+                "bind = 127.0.0.1\n"
+                "port = 1\n"                      # the -p the harness passes wins
+                "log-level = warn   # trailing comment\n"
+                "max-frame-size = 2m\n"
+                "max-headers = 500\n"
+                "max-header-line = 16k\n"
+                "heartbeat-min-ms = 250\n"
+                "output-high-water = 1m\n")
+        b = Broker(config=text).start()
+        try:
+            c = RawClient(b.port)
+            f = c.connect(headers={"heart-beat": "0,10"})
+            self.assertEqual(f["heart-beat"].split(",")[0], "250")
+            c.close()
+        finally:
+            rc = b.stop()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+
+    def test_shipped_config_is_accepted(self):
+        path = os.path.join(ROOT, "etc", "eftd.conf")
+        if not os.path.exists(path):
+            self.skipTest("no etc/eftd.conf")
+        b = Broker(args=["-c", path]).start()
+        try:
+            c = RawClient(b.port)
+            c.connect()
+            c.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], "x")
+            expect_receipt(c, "r")
+            c.close()
+        finally:
+            rc = b.stop()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+
+    # ---- logging ----
+
+    def test_log_level_error_is_quiet(self):
+        b = Broker(args=["-l", "error"]).start()
+        try:
+            c = RawClient(b.port)
+            c.connect()
+            c.close()
+            time.sleep(0.1)
+        finally:
+            rc = b.stop()
+            log = b.read_log()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+        self.assertEqual(log.strip(), "", "-l error should log nothing here")
+
+    def test_port_0_picks_a_port_and_logs_it(self):
+        p = subprocess.Popen([EFTD, "-b", "127.0.0.1", "-p", "0"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 5 * SLOW
+            out = b""
+            port = None
+            while port is None and time.time() < deadline:
+                ready, _, _ = select.select([p.stderr], [], [], 0.1)
+                if ready:
+                    chunk = os.read(p.stderr.fileno(), 4096)
+                    if not chunk:
+                        break
+                    out += chunk
+                    m = re.search(rb"port (\d+)", out)
+                    if m:
+                        port = int(m.group(1))
+            self.assertIsNotNone(port, "no port in the log: %r" % out)
+            self.assertNotEqual(port, 0)
+            c = RawClient(port)
+            c.connect()
+            c.close()
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=5 * SLOW), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stderr.close()
+
+    def test_log_names_peer_for_open_error_and_close(self):
+        c = RawClient(self.broker.port)
+        self.clients.append(c)
+        peer = "127.0.0.1:%d" % c.sock.getsockname()[1]
+        c.connect()
+        c.send(b"SEND\ndestination:/nowhere/x\n\nx\0")
+        c.expect_error_and_close()
+        time.sleep(0.1)
+        mine = [l for l in self.broker.read_log().splitlines() if peer in l]
+        self.assertTrue([l for l in mine if "open" in l], mine)
+        self.assertTrue([l for l in mine if "error" in l and "destination" in l], mine)
+        self.assertTrue([l for l in mine if "closed" in l], mine)
+
+    # ---- signals ----
+
+    def busy_broker(self):
+        """Clients holding queued, unacked and in-transaction messages, and a half frame."""
+        port = self.broker.port
+        p = RawClient(port)
+        self.clients.append(p)
+        p.connect()
+        for i in range(50):
+            p.send_frame("SEND", [("destination", "/queue/held")], "q%d" % i)
+        p.send_frame("SEND", [("destination", "/queue/unacked"), ("content-length", "4096")],
+                     b"u" * 4096)
+        p.send(b"BEGIN\ntransaction:t\n\n\0")
+        p.send_frame("SEND", [("destination", "/queue/held"), ("transaction", "t")], "in tx")
+        p.send_frame("SEND", [("destination", "/queue/held"), ("receipt", "p")], "last")
+        expect_receipt(p, "p")
+        c = RawClient(port)
+        self.clients.append(c)
+        c.connect()
+        c.send(b"SUBSCRIBE\ndestination:/queue/unacked\nid:0\nack:client\n\n\0")
+        c.expect("MESSAGE")
+        t = RawClient(port)
+        self.clients.append(t)
+        t.connect()
+        t.send(b"SUBSCRIBE\ndestination:/topic/t\nid:0\nreceipt:s\n\n\0")
+        expect_receipt(t, "s")
+        h = RawClient(port)
+        self.clients.append(h)
+        h.connect()
+        h.send(b"SEND\ndestination:/queue/held\ncontent-length:1000\n\nhalf")
+        RawClient(port).sock.close()  # and one that never sent anything
+        time.sleep(0.1)
+
+    def stop_with(self, sig):
+        self.broker.proc.send_signal(sig)
+        try:
+            rc = self.broker.proc.wait(timeout=5 * SLOW)
+        except subprocess.TimeoutExpired:
+            self.fail("eftd did not exit on signal %d" % sig)
+        self.assertEqual(rc, 0, self.broker.read_log()[-2000:])
+
+    def test_sigterm_exits_0(self):
+        self.stop_with(signal.SIGTERM)
+
+    def test_sigint_exits_0(self):
+        self.stop_with(signal.SIGINT)
+
+    def test_sigterm_with_clients_and_messages_exits_0(self):
+        self.busy_broker()
+        self.stop_with(signal.SIGTERM)
+
+    def test_sigint_with_clients_and_messages_exits_0(self):
+        self.busy_broker()
+        self.stop_with(signal.SIGINT)
+
+    def test_clients_see_the_connection_close_on_shutdown(self):
+        c = RawClient(self.broker.port)
+        self.clients.append(c)
+        c.connect()
+        self.stop_with(signal.SIGTERM)
+        c.expect_closed(timeout=2 * SLOW)
+
+    # ---- IPv6 ----
+
+    def test_bind_ipv6_loopback(self):
+        if not have_ipv6_loopback():
+            self.skipTest("no IPv6 loopback")
+        b = Broker(bind="::1").start()
+        try:
+            r = RawClient(b.port, host="::1")
+            r.connect()
+            r.send(b"SUBSCRIBE\ndestination:/queue/v6\nid:0\nreceipt:s\n\n\0")
+            expect_receipt(r, "s")
+            p = RawClient(b.port, host="::1")
+            p.connect()
+            p.send(frame("SEND", [("destination", "/queue/v6")], "over v6"))
+            self.assertEqual(r.expect("MESSAGE").body, b"over v6")
+            r.close()
+            p.close()
+            # and only there: not on IPv4 loopback
+            with self.assertRaises(OSError):
+                socket.create_connection(("127.0.0.1", b.port), timeout=1).close()
+        finally:
+            rc = b.stop()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+
+    def test_bind_ipv6_in_brackets(self):
+        if not have_ipv6_loopback():
+            self.skipTest("no IPv6 loopback")
+        b = Broker(bind="::1", args=["-b", "[::1]"]).start()   # the later -b wins
+        try:
+            c = RawClient(b.port, host="::1")
+            c.connect()
+            c.close()
+        finally:
+            rc = b.stop()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+
+    def test_bind_localhost_by_name(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        p = subprocess.Popen([EFTD, "-b", "localhost", "-p", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        try:
+            hosts = ["127.0.0.1"] + (["::1"] if have_ipv6_loopback() else [])
+            deadline = time.time() + 5 * SLOW
+            c = None
+            while c is None:
+                for h in hosts:
+                    try:
+                        c = RawClient(port, host=h)
+                        break
+                    except OSError:
+                        pass
+                if c is None:
+                    if time.time() > deadline or p.poll() is not None:
+                        self.fail("eftd -b localhost is not listening on loopback; rc %r" % p.poll())
+                    time.sleep(0.02)
+            c.connect()
+            c.close()
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=5 * SLOW), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stderr.close()
+
+    def test_bind_ipv6_loopback_long_flag(self):
+        if not have_ipv6_loopback():
+            self.skipTest("no IPv6 loopback")
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+            port = s.getsockname()[1]
+        p = subprocess.Popen([EFTD, "--bind", "::1", "--port", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 5 * SLOW
+            while True:
+                try:
+                    c = RawClient(port, host="::1")
+                    break
+                except OSError:
+                    if time.time() > deadline or p.poll() is not None:
+                        raise
+                    time.sleep(0.02)
+            c.connect()
+            c.close()
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(timeout=5 * SLOW), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()
