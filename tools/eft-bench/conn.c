@@ -1,0 +1,430 @@
+/* conn.c - socket I/O and the poll() loop (see conn.h for the design).
+ *
+ * Output is written straight after the refill that produced it, and only
+ * waits for POLLOUT once a write would block, so a burst costs one send()
+ * per few hundred kilobytes.  Input is read in large pieces and parsed in
+ * place; a partial frame stays in the buffer for the next read. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "stats.h"
+
+#define IN_CAP (1u << 20)      /* first size of a read buffer */
+#define READ_MIN (256u << 10)  /* room offered to each read() */
+#define OUT_CAP (512u << 10)
+#define PROGRESS_FIRST_NS 500000000ull
+#define PROGRESS_EVERY_NS 250000000ull
+
+void
+loop_init(struct loop *l, uint64_t timeout_ns, uint64_t deadline_ns)
+{
+	memset(l, 0, sizeof(*l));
+	l->timeout_ns = timeout_ns;
+	l->deadline_ns = deadline_ns;
+	l->status = LOOP_OK;
+}
+
+void
+loop_free(struct loop *l)
+{
+	while (l->nconns > 0)
+		conn_close(l->conns[l->nconns - 1]);
+	free(l->conns);
+	free(l->pfd);
+	l->conns = NULL;
+	l->pfd = NULL;
+}
+
+void
+loop_set_progress(struct loop *l, void (*progress)(void *), void *arg)
+{
+	l->progress = progress;
+	l->progress_arg = arg;
+	l->next_progress_ns = now_ns() + PROGRESS_FIRST_NS;
+}
+
+void
+loop_fail(struct loop *l, struct conn *c, const char *fmt, ...)
+{
+	if (l->status != LOOP_OK)
+		return;
+	int n = 0;
+	if (c != NULL)
+		n = snprintf(l->err, sizeof(l->err), "%s connection: ", c->name);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(l->err + n, sizeof(l->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	l->status = LOOP_FAILED;
+	l->failed_conn = c;
+}
+
+void
+loop_wake_at(struct loop *l, uint64_t t)
+{
+	if (l->wake_ns == 0 || t < l->wake_ns)
+		l->wake_ns = t;
+}
+
+void
+conn_expect_receipt(struct conn *c, const char *id)
+{
+	snprintf(c->receipt_want, sizeof(c->receipt_want), "%s", id);
+	c->receipt_got = false;
+}
+
+/* ---- connecting ---- */
+
+/* Wait for a non-blocking connect to finish; 0 or an errno. */
+static int
+connect_wait(struct loop *l, int fd)
+{
+	uint64_t limit = now_ns() + l->timeout_ns;
+	if (l->deadline_ns && l->deadline_ns < limit)
+		limit = l->deadline_ns;
+	for (;;) {
+		uint64_t now = now_ns();
+		if (now >= limit)
+			return ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int ms = (int)((limit - now) / 1000000) + 1;
+		int r = poll(&p, 1, ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return errno;
+		if (r == 0)
+			continue;
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			return errno;
+		return err;
+	}
+}
+
+struct conn *
+conn_open(struct loop *l, const char *host, const char *port, const char *name)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV }, *res, *ai;
+	int rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0) {
+		loop_fail(l, NULL, "cannot resolve %s port %s: %s", host, port, gai_strerror(rc));
+		return NULL;
+	}
+	int fd = -1, err = 0;
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		err = errno == EINPROGRESS ? connect_wait(l, fd) : errno;
+		if (err == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		loop_fail(l, NULL, "cannot connect to %s port %s for the %s connection: %s", host,
+		    port, name, strerror(err));
+		return NULL;
+	}
+	/* Frames are batched by eft-bench itself; Nagle would only add delay
+	 * to the last partial segment of each batch. */
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	struct conn *c = xcalloc(1, sizeof(*c));
+	c->loop = l;
+	c->fd = fd;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	buf_init(&c->in, IN_CAP);
+	buf_init(&c->out, OUT_CAP);
+	if (l->nconns == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 8;
+		l->conns = xrealloc(l->conns, (size_t)l->cap * sizeof(*l->conns));
+		l->pfd = xrealloc(l->pfd, (size_t)l->cap * sizeof(*l->pfd));
+	}
+	l->conns[l->nconns++] = c;
+	return c;
+}
+
+void
+conn_close(struct conn *c)
+{
+	struct loop *l = c->loop;
+	for (int i = 0; i < l->nconns; i++) {
+		if (l->conns[i] == c) {
+			l->conns[i] = l->conns[--l->nconns];
+			break;
+		}
+	}
+	if (l->failed_conn == c)
+		l->failed_conn = NULL;
+	if (c->fd >= 0)
+		close(c->fd);
+	buf_free(&c->in);
+	buf_free(&c->out);
+	free(c);
+}
+
+/* ---- frames every connection handles the same way ---- */
+
+static void
+on_error_frame(struct loop *l, struct conn *c, const struct frame *f)
+{
+	char message[256], detail[320];
+	size_t n = 0;
+	frame_unescape(message, sizeof(message), f->h[HDR_MESSAGE]);
+	/* The body usually explains; keep its first few hundred bytes on one line. */
+	for (size_t i = 0; i < f->body_len && n + 1 < sizeof(detail); i++) {
+		char ch = f->body[i];
+		if (ch == '\n' || ch == '\r' || ch == '\t')
+			ch = ' ';
+		if ((unsigned char)ch < ' ')
+			continue;
+		detail[n++] = ch;
+	}
+	while (n > 0 && detail[n - 1] == ' ')
+		n--;
+	detail[n] = '\0';
+	loop_fail(l, c, "broker sent ERROR \"%s\"%s%s", message[0] ? message : "(no message header)",
+	    n ? ": " : "", detail);
+}
+
+static void
+dispatch(struct loop *l, struct conn *c, const struct frame *f)
+{
+	switch (f->cmd) {
+	case FRAME_MESSAGE:
+		if (c->on_message != NULL) {
+			c->on_message(c, f);
+			return;
+		}
+		loop_fail(l, c, "unexpected MESSAGE (this connection has no subscription)");
+		return;
+	case FRAME_RECEIPT:
+		if (c->receipt_want[0] && !c->receipt_got &&
+		    frame_hval_is(f->h[HDR_RECEIPT_ID], c->receipt_want)) {
+			c->receipt_got = true;
+			c->receipt_ns = c->rx_ns;
+			return;
+		}
+		char id[64];
+		frame_unescape(id, sizeof(id), f->h[HDR_RECEIPT_ID]);
+		loop_fail(l, c, "unexpected RECEIPT for '%s'", id);
+		return;
+	case FRAME_ERROR:
+		on_error_frame(l, c, f);
+		return;
+	case FRAME_CONNECTED:
+		if (c->connected) {
+			loop_fail(l, c, "a second CONNECTED frame");
+			return;
+		}
+		c->connected = true;
+		frame_unescape(c->server, sizeof(c->server), f->h[HDR_SERVER]);
+		if (f->h[HDR_VERSION].p != NULL)
+			frame_unescape(c->version, sizeof(c->version), f->h[HDR_VERSION]);
+		else
+			snprintf(c->version, sizeof(c->version), "1.0");
+		return;
+	case FRAME_OTHER:
+		break;
+	}
+	loop_fail(l, c, "unexpected %.*s frame from the broker", (int)(f->name_len > 40 ? 40 :
+	    f->name_len), f->name);
+}
+
+/* ---- I/O ---- */
+
+/* Read once and handle every complete frame; false at end of stream or error. */
+static bool
+conn_read(struct loop *l, struct conn *c)
+{
+	char *space = buf_reserve(&c->in, READ_MIN);
+	ssize_t n = read(c->fd, space, c->in.cap - c->in.len);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return true;
+		loop_fail(l, c, "read failed: %s", strerror(errno));
+		return false;
+	}
+	if (n == 0) {
+		c->eof = true;
+		if (!c->closing)
+			loop_fail(l, c, "the broker closed the connection%s",
+			    c->connected ? "" : " before answering CONNECT");
+		return false;
+	}
+	buf_commit(&c->in, (size_t)n);
+	c->rx_ns = now_ns();
+	l->last_activity_ns = c->rx_ns;
+	if (buf_pending(&c->in) < c->want)
+		return true;
+	while (l->status == LOOP_OK) {
+		struct frame f;
+		size_t used;
+		const char *why = NULL;
+		enum frame_status st = frame_parse(c->in.data + c->in.start, buf_pending(&c->in), &f,
+		    &used, &why);
+		if (st == FRAME_MORE) {
+			c->want = used;
+			break;
+		}
+		if (st == FRAME_BAD) {
+			loop_fail(l, c, "malformed frame from the broker: %s", why);
+			return false;
+		}
+		dispatch(l, c, &f);
+		buf_consume(&c->in, used);
+		c->want = 0;
+	}
+	if (c->after_read != NULL && l->status == LOOP_OK)
+		c->after_read(c);
+	return true;
+}
+
+static void
+conn_flush(struct loop *l, struct conn *c)
+{
+	while (buf_pending(&c->out) > 0) {
+		ssize_t n = send(c->fd, c->out.data + c->out.start, buf_pending(&c->out), MSG_NOSIGNAL);
+		if (n > 0) {
+			buf_consume(&c->out, (size_t)n);
+			l->last_activity_ns = now_ns();
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->wblocked = true;
+			return;
+		}
+		/* The broker may have said why before closing: read that first. */
+		int saved = errno;
+		while (!c->eof && l->status == LOOP_OK && conn_read(l, c)) {
+			struct pollfd p = { .fd = c->fd, .events = POLLIN };
+			if (poll(&p, 1, 100) <= 0)
+				break;
+		}
+		loop_fail(l, c, "connection lost while writing: %s", strerror(saved));
+		return;
+	}
+}
+
+/* Let c's producer add frames and write them, again while the socket takes
+ * everything, up to a few rounds so that reading is not starved.  Returns
+ * true when it stopped with more to write and a writable socket. */
+static bool
+conn_produce(struct loop *l, struct conn *c)
+{
+	for (int round = 0; round < 4; round++) {
+		if (c->eof)
+			return false;
+		if (c->refill != NULL)
+			c->refill(c);
+		if (buf_pending(&c->out) == 0 || c->wblocked)
+			return false;
+		conn_flush(l, c);
+		if (c->wblocked || l->status != LOOP_OK || c->refill == NULL)
+			return false;
+	}
+	return true;
+}
+
+static bool
+past(uint64_t now, uint64_t t)
+{
+	return t != 0 && now >= t;
+}
+
+enum loop_status
+loop_run(struct loop *l, bool (*done)(void *), void *arg)
+{
+	l->last_activity_ns = now_ns();
+	while (l->status == LOOP_OK) {
+		if (done(arg))
+			return LOOP_OK;
+		uint64_t now = now_ns();
+		if (past(now, l->deadline_ns)) {
+			snprintf(l->err, sizeof(l->err), "the --duration limit was reached");
+			l->status = LOOP_DEADLINE;
+			break;
+		}
+		if (now - l->last_activity_ns >= l->timeout_ns) {
+			snprintf(l->err, sizeof(l->err), "nothing arrived or could be sent for %.1f s "
+			    "(--timeout)", (double)l->timeout_ns / 1e9);
+			l->status = LOOP_IDLE;
+			break;
+		}
+		if (l->progress != NULL && past(now, l->next_progress_ns)) {
+			l->progress(l->progress_arg);
+			l->next_progress_ns = now + PROGRESS_EVERY_NS;
+		}
+
+		l->wake_ns = 0;
+		bool busy = false; /* a producer could write more right now */
+		for (int i = 0; i < l->nconns && l->status == LOOP_OK; i++)
+			busy |= conn_produce(l, l->conns[i]);
+		if (l->status != LOOP_OK)
+			break;
+
+		/* Sleep until I/O or the earliest of the deadlines that apply. */
+		now = now_ns();
+		uint64_t until = l->last_activity_ns + l->timeout_ns;
+		if (l->deadline_ns && l->deadline_ns < until)
+			until = l->deadline_ns;
+		if (l->wake_ns && l->wake_ns < until)
+			until = l->wake_ns;
+		if (l->progress != NULL && l->next_progress_ns < until)
+			until = l->next_progress_ns;
+		if (busy)
+			until = now; /* only look for input, then write on */
+		struct timespec ts = { 0, 0 };
+		if (until > now) {
+			ts.tv_sec = (time_t)((until - now) / 1000000000u);
+			ts.tv_nsec = (long)((until - now) % 1000000000u);
+		}
+		int n = 0;
+		for (int i = 0; i < l->nconns; i++) {
+			struct conn *c = l->conns[i];
+			l->pfd[i].fd = c->eof ? -1 : c->fd;
+			l->pfd[i].events = (short)(POLLIN | (c->wblocked ? POLLOUT : 0));
+			l->pfd[i].revents = 0;
+			n++;
+		}
+		int r = ppoll(l->pfd, (nfds_t)n, &ts, NULL);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			loop_fail(l, NULL, "poll failed: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n && l->status == LOOP_OK && r > 0; i++) {
+			struct conn *c = l->conns[i];
+			short ev = l->pfd[i].revents;
+			if (ev & POLLOUT)
+				c->wblocked = false;
+			if (ev & (POLLIN | POLLHUP | POLLERR))
+				conn_read(l, c);
+		}
+	}
+	return l->status;
+}
