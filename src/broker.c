@@ -384,6 +384,7 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->next_msg_id = 1;
 	b->next_sub_seq = 1;
 	b->next_session = 1;
+	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
 	if (b->flush_ev == NULL) {
 		free(b);
@@ -407,5 +408,6 @@ broker_free(struct broker *b)
 		dest_free(b, d);
 	}
 	event_free(b->flush_ev);
+	msg_pool_drain(&b->msg_pool);
 	free(b);
 }

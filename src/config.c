@@ -21,6 +21,7 @@ config_defaults(struct config *cfg)
 	cfg->max_header_line = 64u << 10;
 	cfg->heartbeat_min_ms = 1000;
 	cfg->output_high_water = 512u << 10;
+	cfg->message_cache = 64u << 20;
 }
 
 static int
@@ -59,6 +60,7 @@ static const struct size_key size_keys[] = {
 	{ "max-header-line", offsetof(struct config, max_header_line), 0, 64, 16u << 20 },
 	{ "heartbeat-min-ms", offsetof(struct config, heartbeat_min_ms), 1, 10, 3600000 },
 	{ "output-high-water", offsetof(struct config, output_high_water), 0, 4096, 1ull << 30 },
+	{ "message-cache", offsetof(struct config, message_cache), 0, 0, 1ull << 40 },
 };
 
 int

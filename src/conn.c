@@ -62,8 +62,7 @@ conn_new(struct broker *b, int fd, const char *peer)
 		.max_header_line = cfg->max_header_line,
 	};
 	parser_init(&c->parser, &limits);
-	c->out = evbuffer_new();
-	if (c->out == NULL)
+	if (outbuf_init(&c->out) != 0)
 		goto fail;
 	if (fd >= 0) {
 		evutil_make_socket_nonblocking(fd);
@@ -89,8 +88,7 @@ fail:
 		event_free(c->ev_write);
 	if (c->ev_timer)
 		event_free(c->ev_timer);
-	if (c->out)
-		evbuffer_free(c->out);
+	outbuf_free(&c->out);
 	parser_free(&c->parser);
 	free(c);
 	return NULL;
@@ -146,7 +144,7 @@ conn_free(struct conn *c)
 		evutil_closesocket(c->fd);
 		log_info("%s: connection closed", c->peer);
 	}
-	evbuffer_free(c->out);
+	outbuf_free(&c->out);
 	parser_free(&c->parser);
 	free(c);
 }
@@ -154,7 +152,7 @@ conn_free(struct conn *c)
 void
 conn_output_added(struct conn *c)
 {
-	if (!c->out_blocked && evbuffer_get_length(c->out) >= c->broker->cfg->output_high_water)
+	if (!c->out_blocked && outbuf_length(&c->out) >= c->broker->cfg->output_high_water)
 		c->out_blocked = true;
 	broker_want_flush(c->broker, c);
 }
@@ -179,8 +177,13 @@ conn_flush(struct conn *c)
 	if (c->fd < 0)
 		return 0;
 	size_t left;
-	while ((left = evbuffer_get_length(c->out)) > 0) {
-		int n = evbuffer_write(c->out, c->fd);
+	if (outbuf_settle(&c->out) != 0) {
+		log_error("%s: out of memory writing", c->peer);
+		conn_free(c);
+		return -1;
+	}
+	while ((left = evbuffer_get_length(c->out.buf)) > 0) {
+		int n = evbuffer_write(c->out.buf, c->fd);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 				break;
@@ -224,7 +227,7 @@ conn_process(struct conn *c)
 	}
 	if (c->state != CONN_CLOSING)
 		parser_trim(&c->parser);
-	if (evbuffer_get_length(c->out) > 0)
+	if (outbuf_length(&c->out) > 0)
 		broker_want_flush(c->broker, c);
 }
 
@@ -309,7 +312,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->hb_send_ms) {
 		uint64_t since = now - c->last_write_ms;
 		if (since >= c->hb_send_ms) {
-			if (evbuffer_add(c->out, "\n", 1) == 0)
+			if (outbuf_add(&c->out, "\n", 1) == 0)
 				broker_want_flush(c->broker, c);
 			since = 0;
 		}

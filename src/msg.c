@@ -110,6 +110,8 @@ write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char
 	write_block(w, s, id, id_len, clen, clen_len);
 }
 
+static struct msg *msg_alloc(struct msg_pool *pool, size_t size);
+
 static int
 spec_needs_escape(const struct msg_spec *s)
 {
@@ -133,15 +135,28 @@ spec_needs_escape(const struct msg_spec *s)
 size_t
 msg_format_u64(char *out, uint64_t n)
 {
-	char tmp[20];
-	size_t len = 0;
-	do {
-		tmp[len++] = (char)('0' + n % 10);
-		n /= 10;
-	} while (n != 0);
-	for (size_t i = 0; i < len; i++)
-		out[i] = tmp[len - 1 - i];
-	out[len] = '\0';
+	/* Two digits per division: ids and lengths are formatted per message. */
+	static const char pairs[201] =
+	    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	    "8081828384858687888990919293949596979899";
+	size_t len = 1;
+	for (uint64_t t = n; t >= 10; t /= 10)
+		len++;
+	char *p = out + len;
+	*p = '\0';
+	while (n >= 100) {
+		unsigned i = (unsigned)(n % 100) * 2;
+		n /= 100;
+		*--p = pairs[i + 1];
+		*--p = pairs[i];
+	}
+	if (n >= 10) {
+		*--p = pairs[n * 2 + 1];
+		*--p = pairs[n * 2];
+	} else {
+		*--p = (char)('0' + n);
+	}
 	return len;
 }
 
@@ -166,12 +181,11 @@ msg_new(const struct msg_spec *s)
 	}
 
 	size_t size = sizeof(struct msg) + total + s->frame->body_len + 1;
-	struct msg *m = malloc(size);
+	struct msg *m = msg_alloc(s->pool, size);
 	if (m == NULL)
 		return NULL;
 	m->refs = 1;
 	m->id = s->id;
-	m->size = size;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -195,10 +209,75 @@ msg_new(const struct msg_spec *s)
 }
 
 void
+msg_pool_init(struct msg_pool *pool, size_t max_bytes)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->max_bytes = max_bytes;
+}
+
+void
+msg_pool_drain(struct msg_pool *pool)
+{
+	for (int i = 0; i < MSG_POOL_CLASSES; i++) {
+		while (pool->free[i] != NULL) {
+			struct msg *m = pool->free[i];
+			pool->free[i] = m->next_free;
+			free(m);
+		}
+	}
+	pool->bytes = 0;
+}
+
+static size_t
+class_size(int cls)
+{
+	return (size_t)256 << cls;
+}
+
+static struct msg *
+msg_alloc(struct msg_pool *pool, size_t size)
+{
+	int cls = 0;
+	while (cls < MSG_POOL_CLASSES && class_size(cls) < size)
+		cls++;
+	if (pool == NULL || cls == MSG_POOL_CLASSES) {
+		struct msg *m = malloc(size);
+		if (m != NULL) {
+			m->pool_class = -1;
+			m->pool = NULL;
+			m->size = size;
+		}
+		return m;
+	}
+	struct msg *m = pool->free[cls];
+	if (m != NULL) {
+		/* A free block's pool field links the free list. */
+		pool->free[cls] = m->next_free;
+		pool->bytes -= class_size(cls);
+	} else {
+		m = malloc(class_size(cls));
+		if (m == NULL)
+			return NULL;
+	}
+	m->pool_class = cls;
+	m->pool = pool;
+	m->size = class_size(cls);
+	return m;
+}
+
+void
 msg_unref(struct msg *m)
 {
-	if (--m->refs == 0)
+	if (--m->refs != 0)
+		return;
+	struct msg_pool *pool = m->pool;
+	if (pool == NULL || pool->bytes + m->size > pool->max_bytes) {
 		free(m);
+		return;
+	}
+	m->next_free = pool->free[m->pool_class];
+	pool->free[m->pool_class] = m;
+	pool->bytes += m->size;
 }
 
 void

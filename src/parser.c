@@ -10,10 +10,62 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "eft/parser.h"
 
 #define PARSER_MIN_CAP 4096
+/* Bytes kept free after the data, so a 16-byte load that starts inside the
+ * data never leaves the buffer. */
+#define PARSER_SLACK 16
+
+/* One pass over a header line: where its first colon is (n if none), and
+ * whether it holds a backslash, a CR or a second colon, any of which means
+ * the header needs unescaping now or escaping for some receiver later. */
+static inline size_t
+scan_line(const char *line, size_t n, bool *special)
+{
+	size_t first = n;
+	bool odd = false;
+#ifdef __SSE2__
+	const __m128i colon = _mm_set1_epi8(':'), bs = _mm_set1_epi8('\\'), cr = _mm_set1_epi8('\r');
+	for (size_t i = 0; i < n; i += 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(line + i));
+		unsigned mc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, colon));
+		unsigned ms = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, bs),
+		    _mm_cmpeq_epi8(x, cr)));
+		if (n - i < 16) {
+			unsigned keep = (1u << (n - i)) - 1;
+			mc &= keep;
+			ms &= keep;
+		}
+		if (ms)
+			odd = true;
+		if (mc && first == n) {
+			first = i + (size_t)__builtin_ctz(mc);
+			mc &= mc - 1;
+		}
+		if (mc)
+			odd = true;
+	}
+#else
+	for (size_t i = 0; i < n; i++) {
+		char ch = line[i];
+		if (ch == ':') {
+			if (first == n)
+				first = i;
+			else
+				odd = true;
+		} else if (ch == '\\' || ch == '\r') {
+			odd = true;
+		}
+	}
+#endif
+	*special = odd;
+	return first;
+}
 
 void
 parser_init(struct parser *p, const struct parser_limits *limits)
@@ -122,7 +174,7 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 	if (p->state == PARSER_BODY && p->has_length && p->body_end + 1 > p->len &&
 	    p->body_end + 1 - p->len > want)
 		want = p->body_end + 1 - p->len;
-	want++; /* room for the NUL sentinel after the data */
+	want += 1 + PARSER_SLACK; /* the NUL sentinel, and room for 16-byte loads */
 	if (p->cap - p->len < want && p->start > 0)
 		compact(p);
 	if (p->cap - p->len < want) {
@@ -135,13 +187,15 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 			return NULL;
 		if (p->len > 0)
 			memcpy(nbuf, p->buf, p->len);
+		/* Vector loads may read past the data: let them read defined bytes. */
+		memset(nbuf + p->len, 0, cap - p->len);
 		rebase_frame(p, p->buf, nbuf);
 		free(p->buf);
 		p->buf = nbuf;
 		p->cap = cap;
 	}
 	p->buf[p->len] = '\0'; /* compaction or growth may have moved it */
-	*avail = p->cap - p->len - 1;
+	*avail = p->cap - p->len - 1 - PARSER_SLACK;
 	return p->buf + p->len;
 }
 
@@ -216,9 +270,11 @@ take_line(struct parser *p, char *line, size_t n)
 		f->hdr = h;
 		p->hdr_cap = cap;
 	}
-	char *colon = memchr(line, ':', n);
-	if (colon == NULL)
+	bool special;
+	size_t colon_at = scan_line(line, n, &special);
+	if (colon_at == n)
 		return fail(p, "malformed header line (no ':') in frame");
+	char *colon = line + colon_at;
 	struct header *h = &f->hdr[f->nhdr];
 	h->name = line;
 	h->name_len = (uint32_t)(colon - line);
@@ -227,10 +283,9 @@ take_line(struct parser *p, char *line, size_t n)
 	/* A backslash, a CR or a second colon means some receiver will need
 	 * this header escaped; most frames have none, and then messages skip
 	 * the escaping step entirely. */
-	bool backslash = memchr(line, '\\', n) != NULL;
-	if (backslash || memchr(line, '\r', n) != NULL || memchr(h->value, ':', h->value_len) != NULL)
+	if (special)
 		f->plain = false;
-	if (backslash && p->escape != STOMP_1_0 &&
+	if (special && p->escape != STOMP_1_0 && memchr(line, '\\', n) != NULL &&
 	    (frame_unescape(p->escape, h->name, &h->name_len) != 0 ||
 	     frame_unescape(p->escape, h->value, &h->value_len) != 0))
 		return fail(p, "undefined escape sequence in header");

@@ -34,7 +34,7 @@ send_error(struct conn *c, const struct frame *f, const char *message, const cha
     const char *detail)
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
-	if (wire_error(c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
+	if (wire_error(&c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
 	    extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
 	log_info("%s: protocol error: %s", c->peer, message);
@@ -226,16 +226,19 @@ handle_connect(struct conn *c, struct frame *f)
 	c->hb_send_ms = heartbeat_interval(cy, floor);
 	c->hb_recv_ms = heartbeat_interval(cx, floor);
 
-	int rc;
+	char connected[256];
+	int n;
 	if (av == NULL) {
 		/* A 1.0 client that never heard of versions gets a 1.0 reply. */
-		rc = evbuffer_add_printf(c->out, "CONNECTED\nsession:eft-%" PRIu64 "\n\n", c->session);
+		n = snprintf(connected, sizeof(connected), "CONNECTED\nsession:eft-%" PRIu64 "\n\n",
+		    c->session);
 	} else {
-		rc = evbuffer_add_printf(c->out,
+		n = snprintf(connected, sizeof(connected),
 		    "CONNECTED\nversion:1.%d\nheart-beat:%u,%u\nserver:eft/%s\nsession:eft-%" PRIu64
 		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session);
 	}
-	if (rc < 0 || evbuffer_add(c->out, "", 1) != 0)
+	/* The frame's NUL is the one snprintf wrote. */
+	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
 		return fail_oom(c, f);
 	conn_start_heartbeat(c);
 	const struct header *login = frame_get(f, HDR_LOGIN);
@@ -260,6 +263,7 @@ handle_send(struct conn *c, struct frame *f)
 		return RESULT_FAILED;
 
 	struct msg_spec spec = {
+		.pool = &c->broker->msg_pool,
 		.frame = f,
 		.dest = dh->value,
 		.dest_len = dh->value_len,
@@ -346,7 +350,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	log_debug("%s: subscribed to %s as '%s'", c->peer, d->name, s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
 		return fail_oom(c, f);
 	if (d->kind == DEST_QUEUE)
 		broker_dispatch(c->broker, d);
@@ -489,7 +493,7 @@ static enum result
 handle_disconnect(struct conn *c, struct frame *f)
 {
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
 		log_error("%s: out of memory writing RECEIPT", c->peer);
 	log_debug("%s: DISCONNECT", c->peer);
 	conn_close_after_flush(c);
@@ -527,6 +531,6 @@ proto_handle(struct conn *c, struct frame *f)
 	if (handlers[f->cmd](c, f) != RESULT_OK)
 		return;
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
 		fail_oom(c, f);
 }

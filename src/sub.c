@@ -188,7 +188,7 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		dl->sub = s;
 		dl->redelivered = redelivered;
 	}
-	if (wire_message(c->out, c->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
+	if (wire_message(&c->out, c->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
 		free(dl);
 		return -1;
 	}

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include <event2/buffer.h>
 
 #include "eft/sub.h"
 #include "eft/wire.h"
@@ -18,7 +17,7 @@ put(char *p, const char *s, size_t n)
 }
 
 int
-wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, struct msg *m,
+wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
     const char *ack_id, size_t ack_len, bool redelivered)
 {
 	static const char redelivered_line[] = "redelivered:true\n";
@@ -30,10 +29,9 @@ wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, st
 	bool by_ref = m->body_len + 1 >= WIRE_REFERENCE_MIN;
 	size_t total = head + (by_ref ? 0 : m->body_len + 1);
 
-	struct evbuffer_iovec vec;
-	if (evbuffer_reserve_space(out, (ev_ssize_t)total, &vec, 1) < 1)
+	char *p = outbuf_space(out, total);
+	if (p == NULL)
 		return -1;
-	char *p = vec.iov_base;
 	p = put(p, "MESSAGE\n", 8);
 	p = put(p, s->sub_line, s->sub_line_len);
 	if (ack_id != NULL) {
@@ -47,10 +45,8 @@ wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, st
 	*p++ = '\n';
 	if (!by_ref)
 		p = put(p, m->body, m->body_len + 1);
-	vec.iov_len = total;
-	if (evbuffer_commit_space(out, &vec, 1) != 0)
-		return -1;
-	if (by_ref && evbuffer_add_reference(out, m->body, m->body_len + 1, msg_unref_cb,
+	outbuf_wrote(out, total);
+	if (by_ref && outbuf_add_reference(out, m->body, m->body_len + 1, msg_unref_cb,
 	    msg_ref(m)) != 0) {
 		msg_unref(m);
 		return -1;
@@ -59,48 +55,47 @@ wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, st
 }
 
 int
-wire_header(struct evbuffer *out, enum stomp_version v, const char *name, const char *value,
+wire_header(struct outbuf *out, enum stomp_version v, const char *name, const char *value,
     size_t value_len)
 {
 	size_t nlen = strlen(name);
 	size_t total = nlen + 1 + frame_escaped_len(v, value, value_len) + 1;
-	struct evbuffer_iovec vec;
-	if (evbuffer_reserve_space(out, (ev_ssize_t)total, &vec, 1) < 1)
+	char *p = outbuf_space(out, total);
+	if (p == NULL)
 		return -1;
-	char *p = vec.iov_base;
 	p = put(p, name, nlen);
 	*p++ = ':';
 	p = frame_escape(v, p, value, value_len);
 	*p++ = '\n';
-	vec.iov_len = total;
-	return evbuffer_commit_space(out, &vec, 1);
+	outbuf_wrote(out, total);
+	return 0;
 }
 
 int
-wire_receipt(struct evbuffer *out, enum stomp_version v, const char *receipt_id, size_t len)
+wire_receipt(struct outbuf *out, enum stomp_version v, const char *receipt_id, size_t len)
 {
-	if (evbuffer_add(out, "RECEIPT\n", 8) != 0 ||
+	if (outbuf_add(out, "RECEIPT\n", 8) != 0 ||
 	    wire_header(out, v, "receipt-id", receipt_id, len) != 0)
 		return -1;
-	return evbuffer_add(out, "\n", 2); /* blank line and the NUL */
+	return outbuf_add(out, "\n", 2); /* blank line and the NUL */
 }
 
 int
-wire_error(struct evbuffer *out, enum stomp_version v, const char *message,
+wire_error(struct outbuf *out, enum stomp_version v, const char *message,
     const char *receipt_id, size_t receipt_len, const char *extra_line, const char *detail)
 {
 	char clen[32];
 	size_t dlen = detail ? strlen(detail) : 0;
 	snprintf(clen, sizeof(clen), "%zu", dlen);
-	if (evbuffer_add(out, "ERROR\n", 6) != 0 ||
-	    (extra_line != NULL && evbuffer_add(out, extra_line, strlen(extra_line)) != 0) ||
+	if (outbuf_add(out, "ERROR\n", 6) != 0 ||
+	    (extra_line != NULL && outbuf_add(out, extra_line, strlen(extra_line)) != 0) ||
 	    wire_header(out, v, "message", message, strlen(message)) != 0)
 		return -1;
 	if (receipt_id != NULL && wire_header(out, v, "receipt-id", receipt_id, receipt_len) != 0)
 		return -1;
 	if (wire_header(out, v, "content-type", "text/plain", 10) != 0 ||
 	    wire_header(out, v, "content-length", clen, strlen(clen)) != 0 ||
-	    evbuffer_add(out, "\n", 1) != 0 || (dlen && evbuffer_add(out, detail, dlen) != 0))
+	    outbuf_add(out, "\n", 1) != 0 || (dlen && outbuf_add(out, detail, dlen) != 0))
 		return -1;
-	return evbuffer_add(out, "", 1);
+	return outbuf_add(out, "", 1);
 }

@@ -76,6 +76,7 @@ struct broker {
 	struct evconnlistener *listener;
 	struct broker_stats stats;
 	uint64_t dests_freed;                /* bumped whenever a destination is freed */
+	struct msg_pool msg_pool;
 };
 
 /* NULL if out of memory. */

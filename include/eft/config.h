@@ -16,6 +16,7 @@ struct config {
 	size_t max_header_line;    /* bytes in one header line */
 	unsigned heartbeat_min_ms; /* shortest heart-beat interval agreed to, both ways */
 	size_t output_high_water;  /* pending output that pauses queue deliveries */
+	size_t message_cache;      /* freed message memory kept for reuse */
 };
 
 void config_defaults(struct config *cfg);

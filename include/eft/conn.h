@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "eft/broker.h"
+#include "eft/outbuf.h"
 #include "eft/parser.h"
 
-struct evbuffer;
 struct event;
 struct sub;
 struct delivery;
@@ -27,7 +27,7 @@ struct conn {
 	int fd;                        /* -1 for a connection with no socket (tests, fuzzing) */
 	char peer[64];
 	struct event *ev_read, *ev_write, *ev_timer;
-	struct evbuffer *out;
+	struct outbuf out;
 	struct parser parser;
 	enum conn_state state;
 	enum stomp_version version;

@@ -14,8 +14,24 @@
 
 #include "eft/frame.h"
 
+/* Freed message blocks kept for reuse, by size class: a burst of sends
+ * then receives recycles memory instead of going through malloc and fresh
+ * pages each time.  Bounded by max_bytes; single-threaded like the rest. */
+#define MSG_POOL_CLASSES 6 /* 256 B .. 8 KB */
+
+struct msg_pool {
+	struct msg *free[MSG_POOL_CLASSES];
+	size_t bytes;      /* held in the free lists */
+	size_t max_bytes;
+};
+
 struct msg {
 	uint32_t refs;
+	int32_t pool_class;                /* size class, or -1 if malloc'd to size */
+	union {
+		struct msg_pool *pool;     /* in use: where to return it */
+		struct msg *next_free;     /* in a pool's free list */
+	};
 	uint64_t id;
 	const char *block[STOMP_VERSIONS]; /* encoded common headers, per version */
 	uint32_t block_len[STOMP_VERSIONS];
@@ -26,6 +42,7 @@ struct msg {
 };
 
 struct msg_spec {
+	struct msg_pool *pool;
 	const struct frame *frame;  /* the SEND frame, headers already unescaped */
 	const char *dest;
 	size_t dest_len;
@@ -33,6 +50,9 @@ struct msg_spec {
 	const char *reply_to;       /* replaces the frame's reply-to, if not NULL */
 	size_t reply_to_len;
 };
+
+void msg_pool_init(struct msg_pool *pool, size_t max_bytes);
+void msg_pool_drain(struct msg_pool *pool);
 
 /* NULL if out of memory.  The new message has one reference. */
 struct msg *msg_new(const struct msg_spec *spec);

@@ -7,22 +7,22 @@
 
 #include "eft/frame.h"
 #include "eft/msg.h"
+#include "eft/outbuf.h"
 
-struct evbuffer;
 struct sub;
 
 /* Bodies at least this long are added to output by reference, not copied. */
 #define WIRE_REFERENCE_MIN 2048
 
-int wire_message(struct evbuffer *out, enum stomp_version v, const struct sub *s, struct msg *m,
+int wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
     const char *ack_id, size_t ack_len, bool redelivered);
-int wire_receipt(struct evbuffer *out, enum stomp_version v, const char *receipt_id, size_t len);
+int wire_receipt(struct outbuf *out, enum stomp_version v, const char *receipt_id, size_t len);
 /* ERROR with a `message` header, `receipt-id` when known, an optional
  * ready-made header line ("name:value\n"), and a text body. */
-int wire_error(struct evbuffer *out, enum stomp_version v, const char *message,
+int wire_error(struct outbuf *out, enum stomp_version v, const char *message,
     const char *receipt_id, size_t receipt_len, const char *extra_line, const char *detail);
 /* Append "name:value\n", escaped for v. */
-int wire_header(struct evbuffer *out, enum stomp_version v, const char *name, const char *value,
+int wire_header(struct outbuf *out, enum stomp_version v, const char *name, const char *value,
     size_t value_len);
 
 #endif

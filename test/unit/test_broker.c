@@ -57,9 +57,10 @@ feed(struct conn *c, const char *bytes)
 static char *
 output(struct conn *c)
 {
-	size_t n = evbuffer_get_length(c->out);
+	assert_int_equal(outbuf_settle(&c->out), 0);
+	size_t n = evbuffer_get_length(c->out.buf);
 	char *s = malloc(n + 1);
-	evbuffer_remove(c->out, s, n);
+	evbuffer_remove(c->out.buf, s, n);
 	for (size_t i = 0; i < n; i++)
 		if (s[i] == '\0')
 			s[i] = '|';

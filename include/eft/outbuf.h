@@ -1,0 +1,43 @@
+/* outbuf.h - a connection's output: an evbuffer written through one open
+ * reservation, so that a burst of small frames costs one reserve/commit pair
+ * instead of one per frame.  Anything that touches `buf` directly must call
+ * outbuf_settle first. */
+#ifndef EFT_OUTBUF_H
+#define EFT_OUTBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <event2/buffer.h>
+
+struct outbuf {
+	struct evbuffer *buf;
+	struct evbuffer_iovec res; /* the open reservation */
+	size_t used;               /* bytes written into it so far */
+	bool open;
+};
+
+int outbuf_init(struct outbuf *o);
+void outbuf_free(struct outbuf *o);
+/* Room for n contiguous bytes; write them, then outbuf_wrote(o, n).  NULL if out of memory. */
+char *outbuf_space(struct outbuf *o, size_t n);
+/* Hand what was written to the evbuffer. -1 if out of memory. */
+int outbuf_settle(struct outbuf *o);
+int outbuf_add(struct outbuf *o, const void *data, size_t n);
+/* Add bytes by reference; cleanup(data, len, arg) runs once they are written or dropped. */
+int outbuf_add_reference(struct outbuf *o, const void *data, size_t n,
+    evbuffer_ref_cleanup_cb cleanup, void *arg);
+
+static inline void
+outbuf_wrote(struct outbuf *o, size_t n)
+{
+	o->used += n;
+}
+
+static inline size_t
+outbuf_length(const struct outbuf *o)
+{
+	return evbuffer_get_length(o->buf) + o->used;
+}
+
+#endif
