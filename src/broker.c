@@ -89,20 +89,26 @@ msgq_free(struct msgq *q)
 bool
 broker_address_kind(const char *name, size_t len, enum address_kind *kind)
 {
-	static const struct { const char *prefix; size_t len; enum address_kind kind; } prefixes[] = {
-		{ "/queue/", 7, ADDR_QUEUE },
-		{ "/topic/", 7, ADDR_TOPIC },
-		{ "/temp-queue/", 12, ADDR_TEMP_QUEUE },
-		{ "/reply-queue/", 13, ADDR_REPLY_QUEUE },
-	};
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-		/* The name after the prefix must not be empty. */
-		if (len > prefixes[i].len && memcmp(name, prefixes[i].prefix, prefixes[i].len) == 0) {
-			*kind = prefixes[i].kind;
+	/* The name after the prefix must not be empty. */
+	if (len < 8 || name[0] != '/')
+		return false;
+	switch (name[1]) {
+	case 'q':
+		*kind = ADDR_QUEUE;
+		return memcmp(name, "/queue/", 7) == 0;
+	case 't':
+		if (memcmp(name, "/topic/", 7) == 0) {
+			*kind = ADDR_TOPIC;
 			return true;
 		}
+		*kind = ADDR_TEMP_QUEUE;
+		return len > 12 && memcmp(name, "/temp-queue/", 12) == 0;
+	case 'r':
+		*kind = ADDR_REPLY_QUEUE;
+		return len > 13 && memcmp(name, "/reply-queue/", 13) == 0;
+	default:
+		return false;
 	}
-	return false;
 }
 
 struct dest *

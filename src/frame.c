@@ -41,16 +41,41 @@ static const char *const hdr_names[HDR_COUNT] = {
 	[HDR_PREFETCH_COUNT] = "prefetch-count",
 };
 
+static enum frame_cmd
+cmd_if(const char *name, size_t len, enum frame_cmd c)
+{
+	const char *n = cmd_names[c];
+	return strlen(n) == len && memcmp(n, name, len) == 0 ? c : CMD_UNKNOWN;
+}
+
 enum frame_cmd
 frame_cmd_lookup(const char *name, size_t len)
 {
-	/* Few commands: compare the length first so most misses cost one branch. */
-	for (int c = CMD_CONNECT; c < CMD_COUNT; c++) {
-		const char *n = cmd_names[c];
-		if (strlen(n) == len && memcmp(n, name, len) == 0)
-			return (enum frame_cmd)c;
+	/* Looked up once per frame: the first letter picks the candidates. */
+	if (len < 3)
+		return CMD_UNKNOWN;
+	switch (name[0]) {
+	case 'S':
+		if (name[1] == 'E')
+			return cmd_if(name, len, CMD_SEND);
+		if (len == 5)
+			return cmd_if(name, len, CMD_STOMP);
+		return cmd_if(name, len, CMD_SUBSCRIBE);
+	case 'A':
+		return len == 3 ? cmd_if(name, len, CMD_ACK) : cmd_if(name, len, CMD_ABORT);
+	case 'N':
+		return cmd_if(name, len, CMD_NACK);
+	case 'B':
+		return cmd_if(name, len, CMD_BEGIN);
+	case 'C':
+		return len == 6 ? cmd_if(name, len, CMD_COMMIT) : cmd_if(name, len, CMD_CONNECT);
+	case 'U':
+		return cmd_if(name, len, CMD_UNSUBSCRIBE);
+	case 'D':
+		return cmd_if(name, len, CMD_DISCONNECT);
+	default:
+		return CMD_UNKNOWN;
 	}
-	return CMD_UNKNOWN;
 }
 
 const char *

@@ -12,7 +12,7 @@
 #include "eft/msg.h"
 
 /* Headers the broker writes itself, or that only mean something to it. */
-static int
+static inline int
 header_dropped(const struct header *h, int have_reply_to)
 {
 	switch (h->id) {
