@@ -22,6 +22,18 @@ config_defaults(struct config *cfg)
 	cfg->heartbeat_min_ms = 1000;
 	cfg->output_high_water = 512u << 10;
 	cfg->message_cache = 64u << 20;
+	cfg->max_body_size = 16u << 20;
+	cfg->max_subscriptions = 1000;
+	cfg->max_connections = 0;
+	cfg->max_output = 64u << 20;
+	cfg->max_queue_messages = 10000000;
+	cfg->max_queue_bytes = 0;
+	cfg->max_memory = 0;
+	cfg->connect_timeout_ms = 10000;
+	cfg->frame_timeout_ms = 30000;
+	cfg->auth_delay_ms = 1000;
+	cfg->users_file[0] = '\0';
+	cfg->allow_anonymous = true;
 }
 
 static int
@@ -61,6 +73,16 @@ static const struct size_key size_keys[] = {
 	{ "heartbeat-min-ms", offsetof(struct config, heartbeat_min_ms), 1, 10, 3600000 },
 	{ "output-high-water", offsetof(struct config, output_high_water), 0, 4096, 1ull << 30 },
 	{ "message-cache", offsetof(struct config, message_cache), 0, 0, 1ull << 40 },
+	{ "max-body-size", offsetof(struct config, max_body_size), 0, 0, 1ull << 30 },
+	{ "max-subscriptions", offsetof(struct config, max_subscriptions), 0, 1, 10000000 },
+	{ "max-connections", offsetof(struct config, max_connections), 0, 0, 10000000 },
+	{ "max-output", offsetof(struct config, max_output), 0, 64u << 10, 1ull << 40 },
+	{ "max-queue-messages", offsetof(struct config, max_queue_messages), 0, 0, 1ull << 40 },
+	{ "max-queue-bytes", offsetof(struct config, max_queue_bytes), 0, 0, 1ull << 50 },
+	{ "max-memory", offsetof(struct config, max_memory), 0, 0, 1ull << 50 },
+	{ "connect-timeout-ms", offsetof(struct config, connect_timeout_ms), 1, 10, 86400000 },
+	{ "frame-timeout-ms", offsetof(struct config, frame_timeout_ms), 1, 10, 86400000 },
+	{ "auth-delay-ms", offsetof(struct config, auth_delay_ms), 1, 0, 60000 },
 };
 
 int
@@ -81,6 +103,25 @@ config_set(struct config *cfg, const char *key, const char *value, char *err, si
 			return -1;
 		}
 		cfg->port = (uint16_t)n;
+		return 0;
+	}
+	if (strcmp(key, "users-file") == 0) {
+		if (strlen(value) >= sizeof(cfg->users_file)) {
+			snprintf(err, errlen, "users-file: path too long");
+			return -1;
+		}
+		snprintf(cfg->users_file, sizeof(cfg->users_file), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "allow-anonymous") == 0) {
+		if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+			cfg->allow_anonymous = true;
+		else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+			cfg->allow_anonymous = false;
+		else {
+			snprintf(err, errlen, "allow-anonymous: '%s' is not yes or no", value);
+			return -1;
+		}
 		return 0;
 	}
 	if (strcmp(key, "log-level") == 0) {

@@ -156,9 +156,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: event loop failed\n");
 		goto out;
 	}
-	log_info("stopped: %llu connections, %llu messages in, %llu deliveries",
+	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
+	    "%llu replies dropped (temp-queue owner gone)",
 	    (unsigned long long)b->stats.connections, (unsigned long long)b->stats.msgs_in,
-	    (unsigned long long)b->stats.deliveries);
+	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.replies_dropped);
 	rc = 0;
 out:
 	broker_free(b);

@@ -275,7 +275,12 @@ handle_send(struct conn *c, struct frame *f)
 	if (rt != NULL && rt->value_len > TEMP_PREFIX_LEN &&
 	    memcmp(rt->value, TEMP_PREFIX, TEMP_PREFIX_LEN) == 0) {
 		struct temp *tq = temp_get(c, rt->value, rt->value_len);
-		if (tq == NULL || temp_auto_subscribe(c, tq) != 0)
+		int rc = tq ? temp_auto_subscribe(c, tq) : -1;
+		if (rc == -2)
+			return fail(c, f, "subscription id already in use",
+			    "Replies to reply-to:%s would arrive on subscription id '%s', but this "
+			    "connection uses that id for another destination.", tq->name, tq->name);
+		if (rc != 0)
 			return fail_oom(c, f);
 		spec.reply_to = tq->dest->name;
 		spec.reply_to_len = tq->dest->name_len;

@@ -49,6 +49,7 @@ route_send(struct conn *c, const char *name, size_t len, enum address_kind kind,
 		if (d == NULL || d->temp == NULL) {
 			/* Its owner disconnected: nobody may have its replies. */
 			b->stats.replies_dropped++;
+			b->stats.msgs_in++;
 			log_debug("%s: reply to %.*s dropped: no such temp-queue", c->peer, (int)len, name);
 			msg_unref(m);
 			return 0;

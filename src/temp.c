@@ -72,7 +72,7 @@ temp_auto_subscribe(struct conn *c, struct temp *t)
 	struct sub *s;
 	HASH_FIND(hh, c->subs, t->name, t->name_len, s);
 	if (s != NULL)
-		return 0; /* the client already uses that id for something else */
+		return -2; /* the client uses that id for another destination */
 	t->auto_sub = sub_new(c, t->dest, t->name, t->name_len, true, ACK_AUTO, 0);
 	if (t->auto_sub == NULL)
 		return -1;

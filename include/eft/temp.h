@@ -34,7 +34,8 @@ struct temp {
  * use.  NULL if out of memory. */
 struct temp *temp_get(struct conn *c, const char *name, size_t len);
 /* Make sure replies to t reach c: subscribe automatically unless c has a
- * subscription of its own.  -1 if out of memory. */
+ * subscription of its own.  -1 if out of memory, -2 if c already uses the
+ * id /temp-queue/NAME for a subscription to something else. */
 int temp_auto_subscribe(struct conn *c, struct temp *t);
 /* Delete every temp-queue of c with the messages in it. */
 void temp_free_all(struct conn *c);
