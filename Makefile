@@ -5,6 +5,8 @@
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
 #   make valgrind   the end-to-end tests with eftd under valgrind memcheck
+#   make bench      benchmark a fresh eftd: CSV and PNG charts in bench/results/
+#                   (BENCH_ARGS="--quick" for a smoke run; see tools/bench --help)
 #   make clean
 
 BUILD    ?= build
@@ -12,7 +14,7 @@ CC       ?= gcc
 OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS   += -levent
+LDLIBS   += -levent -lsodium
 RUN_ARGS ?=
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
@@ -28,7 +30,7 @@ QCC = @printf '  CC    %s\n' $@;
 QLD = @printf '  LD    %s\n' $@;
 endif
 
-.PHONY: all deps test-deps run test unit asan valgrind clean
+.PHONY: all deps test-deps run test unit asan valgrind bench clean
 
 all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench)
 
@@ -77,6 +79,11 @@ asan: test-deps
 valgrind: test-deps
 	@$(MAKE) --no-print-directory all unit
 	@BUILD=$(BUILD) EFTD_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" test/run e2e
+
+bench:
+	@tools/install-deps bench
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) tools/bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan

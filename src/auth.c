@@ -47,8 +47,6 @@ struct auth_user {
 struct auth {
 	struct auth_user *users;
 	unsigned char key[crypto_generichash_KEYBYTES]; /* keys the passcode cache */
-	bool have_dummy;
-	char dummy[AUTH_HASH_MAX]; /* verified against for unknown users */
 };
 
 static void
@@ -175,23 +173,24 @@ fail:
 /* Warn about a hash costlier to verify than eft-passwd's: each CONNECT with a
  * wrong password would hold up the whole broker for longer. */
 static void
-auth_warn_cost(const struct auth_user *u)
+auth_warn_cost(const char *path, const struct auth_user *u)
 {
 	unsigned m, t, par;
 	if (sscanf(u->hash, AUTH_HASH_PREFIX "v=%*u$m=%u,t=%u,p=%u$", &m, &t, &par) != 3)
 		return;
 	if ((unsigned long long)m * 1024 > AUTH_HASH_MEMLIMIT ||
 	    t > crypto_pwhash_OPSLIMIT_INTERACTIVE)
-		log_warn("users file line %d: the hash of '%s' (m=%u KiB, t=%u) is slower to verify "
-		    "than eft-passwd's (m=%u KiB, t=%u); every CONNECT that checks it blocks eftd",
-		    u->lineno, u->name, m, t, AUTH_HASH_MEMLIMIT / 1024,
+		log_warn("%s:%d: the hash of '%s' (m=%u KiB, t=%u) is slower to verify than "
+		    "eft-passwd's (m=%u KiB, t=%u); every CONNECT that checks it blocks eftd",
+		    path, u->lineno, u->name, m, t, AUTH_HASH_MEMLIMIT / 1024,
 		    (unsigned)crypto_pwhash_OPSLIMIT_INTERACTIVE);
 }
 
 /* One line of the users file (its NUL-free text, blanks stripped); -1 with a
  * reason. */
 static int
-auth_parse_user(struct auth *a, char *s, int lineno, char *reason, size_t reasonlen)
+auth_parse_user(struct auth *a, char *s, const char *path, int lineno, char *reason,
+    size_t reasonlen)
 {
 	struct auth_user *u = NULL;
 	char *name = strsep(&s, ":");
@@ -257,7 +256,7 @@ auth_parse_user(struct auth *a, char *s, int lineno, char *reason, size_t reason
 		if (auth_parse_perm(p, which, strchr(field, '=') + 1, reason, reasonlen) != 0)
 			goto fail;
 	}
-	auth_warn_cost(u);
+	auth_warn_cost(path, u);
 	HASH_ADD_KEYPTR(hh, a->users, u->name, u->name_len, u);
 	return 0;
 fail:
@@ -267,8 +266,8 @@ fail:
 
 /* One line as getline read it; -1 with a reason. */
 static int
-auth_parse_line(struct auth *a, char *line, size_t len, int lineno, char *reason,
-    size_t reasonlen)
+auth_parse_line(struct auth *a, char *line, size_t len, const char *path, int lineno,
+    char *reason, size_t reasonlen)
 {
 	if (memchr(line, '\0', len) != NULL) {
 		snprintf(reason, reasonlen, "NUL byte in line");
@@ -280,7 +279,7 @@ auth_parse_line(struct auth *a, char *line, size_t len, int lineno, char *reason
 		line++;
 	if (*line == '\0' || *line == '#')
 		return 0;
-	return auth_parse_user(a, line, lineno, reason, reasonlen);
+	return auth_parse_user(a, line, path, lineno, reason, reasonlen);
 }
 
 int
@@ -312,7 +311,7 @@ auth_load(struct auth **out, const char *path, char *err, size_t errlen)
 	}
 	while ((n = getline(&line, &cap, f)) != -1) {
 		lineno++;
-		if (auth_parse_line(a, line, (size_t)n, lineno, reason, sizeof(reason)) != 0) {
+		if (auth_parse_line(a, line, (size_t)n, path, lineno, reason, sizeof(reason)) != 0) {
 			snprintf(err, errlen, "%s:%d: %s", path, lineno, reason);
 			goto fail;
 		}
@@ -350,15 +349,11 @@ auth_check(struct auth *a, const char *login, size_t login_len, const char *pass
 		HASH_FIND(hh, a->users, login, login_len, u);
 	if (u == NULL) {
 		/* Cost an unknown name what a wrong password costs, so timing does
-		 * not tell which names exist.  The dummy hash is made on first need. */
-		if (!a->have_dummy) {
-			unsigned char random[16];
-			randombytes_buf(random, sizeof(random));
-			a->have_dummy = auth_hash_password((const char *)random, sizeof(random),
-			    a->dummy, sizeof(a->dummy)) == 0;
-		}
-		if (a->have_dummy)
-			(void)crypto_pwhash_str_verify(a->dummy, passcode, passcode_len);
+		 * not tell which names exist: verify against some user's hash and
+		 * ignore the answer. */
+		int ignored = a->users != NULL ?
+		    crypto_pwhash_str_verify(a->users->hash, passcode, passcode_len) : -1;
+		(void)ignored;
 		goto done;
 	}
 	if (crypto_generichash(digest, sizeof(digest), (const unsigned char *)passcode,

@@ -6,6 +6,8 @@
  * subscriber and keeps nothing.  Output is not written here: connections
  * that got output are put on a flush list, written once per loop turn. */
 #include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -49,6 +51,7 @@ msgq_push_back(struct msgq *q, struct msg *m, bool redelivered)
 		return -1;
 	q->e[(q->head + q->count) % q->cap] = (struct qentry){ m, redelivered };
 	q->count++;
+	q->bytes += m->size;
 	return 0;
 }
 
@@ -60,6 +63,7 @@ msgq_push_front(struct msgq *q, struct msg *m, bool redelivered)
 	q->head = (q->head + q->cap - 1) % q->cap;
 	q->e[q->head] = (struct qentry){ m, redelivered };
 	q->count++;
+	q->bytes += m->size;
 	return 0;
 }
 
@@ -71,6 +75,7 @@ msgq_pop(struct msgq *q, struct qentry *out)
 	*out = q->e[q->head];
 	q->head = (q->head + 1) % q->cap;
 	q->count--;
+	q->bytes -= out->msg->size;
 	return true;
 }
 
@@ -305,6 +310,97 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		broker_flush_remove(b, c);
 		conn_flush(c);
 	}
+	if (b->paused != NULL)
+		broker_check_paused(b);
+}
+
+/* ---- flow control: limits on queues and on memory ---- */
+
+#define PAUSE_CHECK_MS 50
+
+bool
+broker_queue_full(const struct broker *b, const struct dest *d)
+{
+	const struct config *cfg = b->cfg;
+	return (cfg->max_queue_messages && d->q.count >= cfg->max_queue_messages) ||
+	    (cfg->max_queue_bytes && d->q.bytes >= cfg->max_queue_bytes);
+}
+
+bool
+broker_memory_full(struct broker *b)
+{
+	if (b->msg_pool.live_bytes < b->max_memory)
+		return false;
+	if (!b->memory_alarm) {
+		b->memory_alarm = true;
+		log_warn("memory limit reached: %zu MB held by messages (max-memory %zu MB); "
+		    "producers wait until consumers drain it", b->msg_pool.live_bytes >> 20,
+		    b->max_memory >> 20);
+	}
+	return true;
+}
+
+/* Hysteresis: resume below 90% of a limit, so producers do not flap. */
+static bool
+below(size_t value, size_t limit)
+{
+	return limit == 0 || value < limit - limit / 10;
+}
+
+static bool
+may_resume(const struct broker *b, const struct conn *c)
+{
+	if (b->memory_alarm)
+		return false;
+	const struct dest *d = c->paused_on;
+	/* If any destination was freed since, paused_on may be gone: resume, and
+	 * the next SEND to a still-full queue pauses again. */
+	if (d == NULL || c->paused_gen != b->dests_freed)
+		return true;
+	return below(d->q.count, b->cfg->max_queue_messages) && below(d->q.bytes, b->cfg->max_queue_bytes);
+}
+
+void
+broker_check_paused(struct broker *b)
+{
+	if (b->memory_alarm && below(b->msg_pool.live_bytes, b->max_memory)) {
+		b->memory_alarm = false;
+		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
+		    b->msg_pool.live_bytes >> 20);
+	}
+	/* Take the list: resuming runs buffered frames, which may pause again. */
+	struct conn *list = b->paused;
+	b->paused = NULL;
+	while (list != NULL) {
+		struct conn *c = list;
+		list = c->paused_next;
+		c->paused_next = NULL;
+		if (may_resume(b, c)) {
+			conn_resume(c);
+		} else {
+			c->paused_next = b->paused;
+			b->paused = c;
+		}
+	}
+	if (b->paused != NULL)
+		broker_paused_added(b);
+}
+
+static void
+paused_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	broker_check_paused(arg);
+}
+
+void
+broker_paused_added(struct broker *b)
+{
+	if (b->paused_ev == NULL || evtimer_pending(b->paused_ev, NULL))
+		return;
+	struct timeval tv = { 0, PAUSE_CHECK_MS * 1000 };
+	evtimer_add(b->paused_ev, &tv);
 }
 
 /* ---- listening ---- */
@@ -327,6 +423,20 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 		port = ntohs(in6->sin6_port);
 	}
 	snprintf(peer, sizeof(peer), sa->sa_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+	if (b->nconns >= b->max_conns) {
+		/* Refuse cleanly and keep serving the others; say so once. */
+		static const char full[] = "ERROR\nmessage:too many connections\n\n";
+		if (b->refused++ == 0)
+			log_warn("connection limit (%zu) reached: refusing new connections", b->max_conns);
+		(void)send(fd, full, sizeof(full), MSG_NOSIGNAL | MSG_DONTWAIT);
+		evutil_closesocket(fd);
+		return;
+	}
+	if (b->refused > 0) {
+		log_info("accepting connections again (%llu refused meanwhile)",
+		    (unsigned long long)b->refused);
+		b->refused = 0;
+	}
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (conn_new(b, fd, peer) == NULL) {
@@ -336,12 +446,31 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 }
 
 static void
+relisten_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	evconnlistener_enable(b->listener);
+}
+
+static void
 accept_error_cb(struct evconnlistener *l, void *arg)
 {
-	(void)l;
-	(void)arg;
-	/* EMFILE and the like: keep serving the connections we have. */
-	log_warn("accept failed: %s", strerror(errno));
+	struct broker *b = arg;
+	int err = errno;
+	/* Out of file descriptors: the pending connection stays pending and
+	 * the listener would spin; pause accepting briefly, serve the others. */
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		if (!evtimer_pending(b->relisten_ev, NULL)) {
+			log_warn("accept failed: %s; not accepting for 100 ms", strerror(err));
+			evconnlistener_disable(l);
+			struct timeval tv = { 0, 100 * 1000 };
+			evtimer_add(b->relisten_ev, &tv);
+		}
+		return;
+	}
+	log_warn("accept failed: %s", strerror(err));
 }
 
 int
@@ -379,6 +508,16 @@ broker_listen(struct broker *b, char *err, size_t errlen)
 
 /* ---- life cycle ---- */
 
+/* Like RabbitMQ's default memory watermark: 40% of physical memory. */
+static size_t
+broker_default_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return (size_t)1 << 30;
+	return (size_t)pages / 10 * 4 * (size_t)page;
+}
+
 struct broker *
 broker_new(struct event_base *base, const struct config *cfg)
 {
@@ -391,9 +530,13 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->next_sub_seq = 1;
 	b->next_session = 1;
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
+	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
+	b->max_conns = SIZE_MAX;
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
-	if (b->flush_ev == NULL) {
-		free(b);
+	b->paused_ev = evtimer_new(base, paused_cb, b);
+	b->relisten_ev = evtimer_new(base, relisten_cb, b);
+	if (b->flush_ev == NULL || b->paused_ev == NULL || b->relisten_ev == NULL) {
+		broker_free(b);
 		return NULL;
 	}
 	return b;
@@ -413,7 +556,12 @@ broker_free(struct broker *b)
 		HASH_DEL(b->dests, d);
 		dest_free(b, d);
 	}
-	event_free(b->flush_ev);
+	if (b->flush_ev)
+		event_free(b->flush_ev);
+	if (b->paused_ev)
+		event_free(b->paused_ev);
+	if (b->relisten_ev)
+		event_free(b->relisten_ev);
 	msg_pool_drain(&b->msg_pool);
 	free(b);
 }

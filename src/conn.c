@@ -28,6 +28,7 @@
 static void read_cb(evutil_socket_t fd, short what, void *arg);
 static void write_cb(evutil_socket_t fd, short what, void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
+static void paused_unlink(struct conn *c);
 
 uint64_t
 conn_now_ms(const struct conn *c)
@@ -60,6 +61,7 @@ conn_new(struct broker *b, int fd, const char *peer)
 		.max_frame = cfg->max_frame_size,
 		.max_headers = cfg->max_headers,
 		.max_header_line = cfg->max_header_line,
+		.max_body = cfg->max_body_size,
 	};
 	parser_init(&c->parser, &limits);
 	if (outbuf_init(&c->out) != 0)
@@ -73,13 +75,15 @@ conn_new(struct broker *b, int fd, const char *peer)
 		    event_add(c->ev_read, NULL) != 0)
 			goto fail;
 	}
-	c->last_read_ms = c->last_write_ms = conn_now_ms(c);
+	c->opened_ms = c->last_read_ms = c->last_write_ms = conn_now_ms(c);
+	b->nconns++;
 	c->next = b->conns;
 	if (b->conns)
 		b->conns->prev = c;
 	b->conns = c;
 	b->stats.connections++;
 	log_info("%s: connection open", c->peer);
+	conn_schedule(c);
 	return c;
 fail:
 	if (c->ev_read)
@@ -116,11 +120,17 @@ conn_close_after_flush(struct conn *c)
 {
 	if (c->state == CONN_CLOSING)
 		return;
+	if (c->paused) {
+		paused_unlink(c);
+		c->paused = false;
+	}
 	conn_detach(c);
 	if (c->fd < 0)
 		return;
 	event_del(c->ev_read);
-	arm_timer(c, CLOSE_GRACE_MS);
+	c->close_deadline_ms = conn_now_ms(c) + CLOSE_GRACE_MS;
+	c->timer_due = 0; /* the grace period replaces every other deadline */
+	conn_schedule(c);
 	broker_want_flush(c->broker, c);
 }
 
@@ -128,9 +138,12 @@ void
 conn_free(struct conn *c)
 {
 	struct broker *b = c->broker;
+	if (c->paused)
+		paused_unlink(c);
 	if (c->state != CONN_CLOSING)
 		conn_detach(c);
 	broker_flush_remove(b, c);
+	b->nconns--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -152,8 +165,15 @@ conn_free(struct conn *c)
 void
 conn_output_added(struct conn *c)
 {
-	if (!c->out_blocked && outbuf_length(&c->out) >= c->broker->cfg->output_high_water)
+	const struct config *cfg = c->broker->cfg;
+	size_t len = outbuf_length(&c->out);
+	if (len >= cfg->output_high_water) {
 		c->out_blocked = true;
+		/* Only topic deliveries pass the high-water mark by much: a
+		 * subscriber that does not read is cut off at the flush. */
+		if (len > cfg->max_output)
+			c->overflow = true;
+	}
 	broker_want_flush(c->broker, c);
 }
 
@@ -176,6 +196,12 @@ conn_flush(struct conn *c)
 {
 	if (c->fd < 0)
 		return 0;
+	if (c->overflow) {
+		log_warn("%s: slow consumer: %zu bytes unread (max-output %zu), closing", c->peer,
+		    outbuf_length(&c->out), c->broker->cfg->max_output);
+		conn_free(c);
+		return -1;
+	}
 	size_t left;
 	if (outbuf_settle(&c->out) != 0) {
 		log_error("%s: out of memory writing", c->peer);
@@ -213,7 +239,7 @@ void
 conn_process(struct conn *c)
 {
 	struct frame *f;
-	while (c->state != CONN_CLOSING) {
+	while (c->state != CONN_CLOSING && !c->paused) {
 		enum parser_result r = parser_next(&c->parser, &f);
 		if (r == PARSE_FRAME) {
 			proto_handle(c, f);
@@ -225,8 +251,16 @@ conn_process(struct conn *c)
 			break;
 		}
 	}
-	if (c->state != CONN_CLOSING)
+	if (c->state != CONN_CLOSING) {
 		parser_trim(&c->parser);
+		/* A frame left unfinished must be finished in time. */
+		if (!parser_mid_frame(&c->parser)) {
+			c->frame_started_ms = 0;
+		} else if (c->frame_started_ms == 0) {
+			c->frame_started_ms = conn_now_ms(c);
+			conn_schedule(c);
+		}
+	}
 	if (outbuf_length(&c->out) > 0)
 		broker_want_flush(c->broker, c);
 }
@@ -271,53 +305,123 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 	conn_flush(c);
 }
 
-void
-conn_start_heartbeat(struct conn *c)
+/* The earliest moment something time-driven is due, or UINT64_MAX:
+ * the end of the grace period of a closing connection, the CONNECT and
+ * frame deadlines, and both heart-beat directions. */
+static uint64_t
+next_deadline(const struct conn *c)
 {
-	if (c->fd < 0 || (c->hb_send_ms == 0 && c->hb_recv_ms == 0))
-		return;
-	uint64_t next = UINT64_MAX;
-	if (c->hb_send_ms)
-		next = c->hb_send_ms;
-	if (c->hb_recv_ms && 2ull * c->hb_recv_ms < next)
-		next = 2ull * c->hb_recv_ms;
-	arm_timer(c, next);
+	if (c->state == CONN_CLOSING)
+		return c->close_deadline_ms;
+	const struct config *cfg = c->broker->cfg;
+	uint64_t due = UINT64_MAX;
+	if (c->state == CONN_AWAIT_CONNECT)
+		due = c->opened_ms + cfg->connect_timeout_ms;
+	if (c->frame_started_ms && !c->paused && c->frame_started_ms + cfg->frame_timeout_ms < due)
+		due = c->frame_started_ms + cfg->frame_timeout_ms;
+	if (c->hb_recv_ms && !c->paused && c->last_read_ms + 2ull * c->hb_recv_ms < due)
+		due = c->last_read_ms + 2ull * c->hb_recv_ms;
+	if (c->hb_send_ms && c->last_write_ms + c->hb_send_ms < due)
+		due = c->last_write_ms + c->hb_send_ms;
+	return due;
 }
 
-/* Heart-beats: write an EOL after hb_send_ms of silence; close a client that
- * has been silent for twice the interval it promised.  Also the deadline for
- * a closing connection to get its output out. */
+/* Make sure the timer fires by the next deadline.  Deadlines that move later
+ * (a write resets the heart-beat) just make the timer fire early and look again. */
+void
+conn_schedule(struct conn *c)
+{
+	if (c->fd < 0)
+		return;
+	uint64_t due = next_deadline(c);
+	if (due == UINT64_MAX || (c->timer_due != 0 && c->timer_due <= due))
+		return;
+	uint64_t now = conn_now_ms(c);
+	arm_timer(c, due > now ? due - now : 0);
+	c->timer_due = due;
+}
+
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct conn *c = arg;
+	const struct config *cfg = c->broker->cfg;
+	uint64_t now = conn_now_ms(c);
+	c->timer_due = 0;
 	if (c->state == CONN_CLOSING) {
-		log_info("%s: peer did not read its last output in time", c->peer);
-		conn_free(c);
-		return;
-	}
-	uint64_t now = conn_now_ms(c), next = UINT64_MAX;
-	if (c->hb_recv_ms) {
-		uint64_t idle = now - c->last_read_ms, limit = 2ull * c->hb_recv_ms;
-		if (idle >= limit) {
-			log_info("%s: nothing received for %llu ms (heart-beat %u ms), closing",
-			    c->peer, (unsigned long long)idle, c->hb_recv_ms);
+		if (now >= c->close_deadline_ms) {
+			log_info("%s: peer did not read its last output in time", c->peer);
 			conn_free(c);
 			return;
 		}
-		next = limit - idle;
+	} else if (c->state == CONN_AWAIT_CONNECT && now >= c->opened_ms + cfg->connect_timeout_ms) {
+		char detail[128];
+		snprintf(detail, sizeof(detail), "No CONNECT frame within %u ms of connecting.",
+		    cfg->connect_timeout_ms);
+		proto_error(c, NULL, "connect timeout", detail);
+	} else if (c->frame_started_ms && !c->paused &&
+	    now >= c->frame_started_ms + cfg->frame_timeout_ms) {
+		char detail[128];
+		snprintf(detail, sizeof(detail), "A frame was started but not finished within %u ms.",
+		    cfg->frame_timeout_ms);
+		proto_error(c, NULL, "frame timeout", detail);
+	} else if (c->hb_recv_ms && !c->paused && now - c->last_read_ms >= 2ull * c->hb_recv_ms) {
+		log_info("%s: nothing received for %llu ms (heart-beat %u ms), closing", c->peer,
+		    (unsigned long long)(now - c->last_read_ms), c->hb_recv_ms);
+		conn_free(c);
+		return;
+	} else if (c->hb_send_ms && now - c->last_write_ms >= c->hb_send_ms) {
+		if (outbuf_add(&c->out, "\n", 1) == 0)
+			broker_want_flush(c->broker, c);
+		c->last_write_ms = now; /* the flush, later this turn, sends it */
 	}
-	if (c->hb_send_ms) {
-		uint64_t since = now - c->last_write_ms;
-		if (since >= c->hb_send_ms) {
-			if (outbuf_add(&c->out, "\n", 1) == 0)
-				broker_want_flush(c->broker, c);
-			since = 0;
-		}
-		if (c->hb_send_ms - since < next)
-			next = c->hb_send_ms - since;
-	}
-	arm_timer(c, next);
+	conn_schedule(c);
+}
+
+/* ---- flow control ---- */
+
+void
+conn_pause(struct conn *c, struct dest *full)
+{
+	struct broker *b = c->broker;
+	if (c->paused || c->state == CONN_CLOSING)
+		return;
+	c->paused = true;
+	c->paused_on = full;
+	c->paused_gen = b->dests_freed;
+	if (c->ev_read != NULL)
+		event_del(c->ev_read);
+	c->paused_next = b->paused;
+	b->paused = c;
+	broker_paused_added(b);
+	log_debug("%s: paused (%s)", c->peer, full ? full->name : "memory limit");
+}
+
+/* Unlink c from the broker's paused list, wherever it is. */
+static void
+paused_unlink(struct conn *c)
+{
+	struct conn **pp = &c->broker->paused;
+	while (*pp != NULL && *pp != c)
+		pp = &(*pp)->paused_next;
+	if (*pp == c)
+		*pp = c->paused_next;
+	c->paused_next = NULL;
+}
+
+void
+conn_resume(struct conn *c)
+{
+	if (!c->paused)
+		return;
+	c->paused = false;
+	c->paused_on = NULL;
+	c->last_read_ms = conn_now_ms(c); /* we did not read: the client was not silent */
+	if (c->ev_read != NULL && c->state != CONN_CLOSING)
+		event_add(c->ev_read, NULL);
+	log_debug("%s: resumed", c->peer);
+	/* Frames that arrived with the one that paused us are still buffered. */
+	conn_process(c);
 }

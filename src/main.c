@@ -1,9 +1,11 @@
 /* main.c - eftd: flags, config, signals, and the event loop. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
 
@@ -32,6 +34,30 @@ usage(FILE *out)
 	    "\n"
 	    "Flags override the config file.  SIGINT or SIGTERM stops eftd cleanly.\n",
 	    EFT_VERSION);
+}
+
+/* Raise the open-file limit as far as allowed; returns how many connections
+ * that leaves room for (a few descriptors are kept for the listener,
+ * epoll, the log and the like). */
+static size_t
+raise_fd_limit(void)
+{
+	enum { RESERVED_FDS = 32 };
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 1024 - RESERVED_FDS;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t old = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			log_warn("cannot raise the open-file limit from %llu: %s",
+			    (unsigned long long)old, strerror(errno));
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)1 << 24)
+		return (size_t)1 << 24;
+	return rl.rlim_cur > RESERVED_FDS ? (size_t)rl.rlim_cur - RESERVED_FDS : 1;
 }
 
 static void
@@ -139,6 +165,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: out of memory\n");
 		goto out;
 	}
+	size_t fit = raise_fd_limit();
+	b->max_conns = cfg.max_connections && cfg.max_connections < fit ? cfg.max_connections : fit;
+	if (cfg.max_connections > fit)
+		log_warn("max-connections %zu is more than the open-file limit allows: using %zu",
+		    cfg.max_connections, fit);
 	if (broker_listen(b, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
 		goto out;
@@ -152,6 +183,8 @@ main(int argc, char **argv)
 	}
 	log_info("eft %s listening on %s port %u (libevent %s, %s)", EFT_VERSION, cfg.bind,
 	    bound_port(b), event_get_version(), event_base_get_method(base));
+	log_info("up to %zu connections; messages may hold %zu MB (max-memory)", b->max_conns,
+	    b->max_memory >> 20);
 	if (event_base_dispatch(base) < 0) {
 		fprintf(stderr, "eftd: event loop failed\n");
 		goto out;

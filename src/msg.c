@@ -244,8 +244,10 @@ msg_alloc(struct msg_pool *pool, size_t size)
 		struct msg *m = malloc(size);
 		if (m != NULL) {
 			m->pool_class = -1;
-			m->pool = NULL;
+			m->pool = pool;
 			m->size = size;
+			if (pool != NULL)
+				pool->live_bytes += size;
 		}
 		return m;
 	}
@@ -262,6 +264,7 @@ msg_alloc(struct msg_pool *pool, size_t size)
 	m->pool_class = cls;
 	m->pool = pool;
 	m->size = class_size(cls);
+	pool->live_bytes += m->size;
 	return m;
 }
 
@@ -271,7 +274,9 @@ msg_unref(struct msg *m)
 	if (--m->refs != 0)
 		return;
 	struct msg_pool *pool = m->pool;
-	if (pool == NULL || pool->bytes + m->size > pool->max_bytes) {
+	if (pool != NULL)
+		pool->live_bytes -= m->size;
+	if (pool == NULL || m->pool_class < 0 || pool->bytes + m->size > pool->max_bytes) {
 		free(m);
 		return;
 	}

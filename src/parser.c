@@ -307,6 +307,8 @@ end_headers(struct parser *p)
 		if (parse_length(cl->value, cl->value_len, &body_len) != 0)
 			return fail(p, "content-length is not a number");
 		size_t head = p->body_start - p->start;
+		if (p->limits.max_body && body_len > p->limits.max_body)
+			return fail_limit(p, "body too large", p->limits.max_body);
 		if (body_len > p->limits.max_frame || head + body_len + 1 > p->limits.max_frame)
 			return fail_limit(p, "frame too large", p->limits.max_frame);
 		p->has_length = 1;
@@ -417,11 +419,15 @@ parser_next(struct parser *p, struct frame **out)
 				char *nul = memchr(p->buf + p->scan, '\0', p->len - p->scan);
 				if (nul == NULL) {
 					p->scan = p->len;
+					if (p->limits.max_body && p->len - p->body_start > p->limits.max_body)
+						return fail_limit(p, "body too large", p->limits.max_body);
 					if (p->len - p->start > p->limits.max_frame)
 						return fail_limit(p, "frame too large", p->limits.max_frame);
 					return PARSE_NEED_MORE;
 				}
 				nul_at = (size_t)(nul - p->buf);
+				if (p->limits.max_body && nul_at - p->body_start > p->limits.max_body)
+					return fail_limit(p, "body too large", p->limits.max_body);
 				if (nul_at + 1 - p->start > p->limits.max_frame)
 					return fail_limit(p, "frame too large", p->limits.max_frame);
 			}

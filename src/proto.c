@@ -99,6 +99,17 @@ parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
+/* A header the parser does not index (rare ones), or NULL. */
+static const struct header *
+find_header(const struct frame *f, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < f->nhdr; i++)
+		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
+			return &f->hdr[i];
+	return NULL;
+}
+
 /* A destination eftd serves, or NULL after an ERROR. */
 static const struct header *
 require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
@@ -240,7 +251,7 @@ handle_connect(struct conn *c, struct frame *f)
 	/* The frame's NUL is the one snprintf wrote. */
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
 		return fail_oom(c, f);
-	conn_start_heartbeat(c);
+	conn_schedule(c);
 	const struct header *login = frame_get(f, HDR_LOGIN);
 	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%.*s", c->peer, v,
 	    c->session, login ? ", login " : "", login ? (int)(login->value_len > 64 ? 64 :
@@ -288,9 +299,17 @@ handle_send(struct conn *c, struct frame *f)
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
+	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
-		   : route_send(c, dh->value, dh->value_len, kind, m);
-	return rc == 0 ? RESULT_OK : fail_oom(c, f);
+		   : route_send(c, dh->value, dh->value_len, kind, m, &d);
+	if (rc != 0)
+		return fail_oom(c, f);
+	/* Flow control: a producer that filled a queue, or memory, waits. */
+	if (broker_memory_full(c->broker))
+		conn_pause(c, NULL);
+	else if (d != NULL && broker_queue_full(c->broker, d))
+		conn_pause(c, d);
+	return RESULT_OK;
 }
 
 /* ---- SUBSCRIBE / UNSUBSCRIBE ---- */
@@ -337,8 +356,14 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
+	if (HASH_COUNT(c->subs) >= c->broker->cfg->max_subscriptions)
+		return fail(c, f, "too many subscriptions",
+		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
+		    HASH_COUNT(c->subs));
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
+	if (ph == NULL)
+		ph = find_header(f, "activemq.prefetchSize");
 	if (ph != NULL && (parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);

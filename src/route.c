@@ -8,9 +8,12 @@
 #include "eft/temp.h"
 
 int
-route_send(struct conn *c, const char *name, size_t len, enum address_kind kind, struct msg *m)
+route_send(struct conn *c, const char *name, size_t len, enum address_kind kind, struct msg *m,
+    struct dest **where)
 {
 	struct broker *b = c->broker;
+	if (where != NULL)
+		*where = NULL;
 	switch (kind) {
 	case ADDR_QUEUE:
 	case ADDR_TOPIC: {
@@ -34,6 +37,8 @@ route_send(struct conn *c, const char *name, size_t len, enum address_kind kind,
 			c->send_cache = d;
 			c->send_cache_gen = b->dests_freed;
 		}
+		if (where != NULL && d->kind == DEST_QUEUE)
+			*where = d;
 		return broker_publish(b, d, m);
 	}
 	case ADDR_TEMP_QUEUE: {
@@ -42,6 +47,8 @@ route_send(struct conn *c, const char *name, size_t len, enum address_kind kind,
 			msg_unref(m);
 			return -1;
 		}
+		if (where != NULL)
+			*where = t->dest;
 		return broker_publish(b, t->dest, m);
 	}
 	case ADDR_REPLY_QUEUE: {
@@ -54,6 +61,8 @@ route_send(struct conn *c, const char *name, size_t len, enum address_kind kind,
 			msg_unref(m);
 			return 0;
 		}
+		if (where != NULL)
+			*where = d;
 		return broker_publish(b, d, m);
 	}
 	}

@@ -107,7 +107,7 @@ tx_commit(struct conn *c, struct tx *t)
 		/* Destinations are looked up now: one may have come and gone since SEND. */
 		struct msg *m = op->msg;
 		op->msg = NULL;
-		if (route_send(c, op->dest, op->dest_len, op->dest_kind, m) != 0) {
+		if (route_send(c, op->dest, op->dest_len, op->dest_kind, m, NULL) != 0) {
 			log_error("out of memory committing transaction %s", t->name);
 			rc = -1;
 		}

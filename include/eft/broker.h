@@ -41,6 +41,7 @@ struct qentry {
 struct msgq {
 	struct qentry *e;
 	size_t head, count, cap;
+	size_t bytes;  /* message memory queued */
 };
 
 struct dest {
@@ -77,6 +78,14 @@ struct broker {
 	struct broker_stats stats;
 	uint64_t dests_freed;                /* bumped whenever a destination is freed */
 	struct msg_pool msg_pool;
+	size_t max_memory;                   /* message memory above which producers wait */
+	bool memory_alarm;                   /* above max_memory, until below 90% of it */
+	struct conn *paused;                 /* producers not being read, linked by paused_next */
+	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
+	size_t nconns;
+	size_t max_conns;                    /* more are refused */
+	uint64_t refused;                    /* connections refused since the limit was hit */
+	struct event *relisten_ev;           /* re-enables accept after EMFILE */
 };
 
 /* NULL if out of memory. */
@@ -105,6 +114,14 @@ int broker_requeue(struct broker *b, struct dest *d, struct msg *m);
 /* Ready list of a queue: subscribers that may be given a message. */
 void broker_ready_add(struct dest *d, struct sub *s);
 void broker_ready_remove(struct dest *d, struct sub *s);
+
+/* Would another message for d break a limit?  (max-queue-*, max-memory) */
+bool broker_queue_full(const struct broker *b, const struct dest *d);
+bool broker_memory_full(struct broker *b);
+/* A producer was paused: make sure somebody looks at it again. */
+void broker_paused_added(struct broker *b);
+/* Resume paused producers whose reason has gone. */
+void broker_check_paused(struct broker *b);
 
 /* Write c's output before the loop next waits. */
 void broker_want_flush(struct broker *b, struct conn *c);

@@ -45,6 +45,15 @@ struct conn {
 	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
 	unsigned hb_recv_ms;           /* the client promised to send this often; 0 = no promise */
 	uint64_t last_read_ms, last_write_ms;
+	uint64_t opened_ms;
+	uint64_t frame_started_ms;     /* a frame is partly read since; 0 if none */
+	uint64_t close_deadline_ms;    /* CLOSING: freed by then even if output is left */
+	uint64_t timer_due;            /* when the timer fires; 0 if not armed */
+	bool overflow;                 /* output past max-output: cut off at the next flush */
+	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
+	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
+	uint64_t paused_gen;           /* broker->dests_freed when paused (paused_on still valid?) */
+	struct conn *paused_next;      /* broker->paused */
 };
 
 /* A connection on an accepted socket (fd >= 0) or none (fd < 0). NULL if out of memory. */
@@ -57,8 +66,12 @@ void conn_close_after_flush(struct conn *c);
 void conn_process(struct conn *c);
 /* Write pending output; called by the broker's flush. Returns -1 if c was freed. */
 int conn_flush(struct conn *c);
-/* The negotiated heart-beat intervals are known: start the timer. */
-void conn_start_heartbeat(struct conn *c);
+/* Deadlines changed (CONNECT, heart-beats negotiated): arm the timer. */
+void conn_schedule(struct conn *c);
+/* Stop reading from a producer until the queue `full` (or memory, if NULL) drains. */
+void conn_pause(struct conn *c, struct dest *full);
+/* Read again, starting with frames that arrived before the pause. */
+void conn_resume(struct conn *c);
 /* Output was added: update out_blocked and ask for a flush. */
 void conn_output_added(struct conn *c);
 uint64_t conn_now_ms(const struct conn *c);

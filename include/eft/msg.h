@@ -23,6 +23,7 @@ struct msg_pool {
 	struct msg *free[MSG_POOL_CLASSES];
 	size_t bytes;      /* held in the free lists */
 	size_t max_bytes;
+	size_t live_bytes; /* held by messages still referenced: queued, unacked, in output */
 };
 
 struct msg {

@@ -15,6 +15,7 @@ struct parser_limits {
 	size_t max_frame;       /* bytes in a frame, from command to NUL */
 	size_t max_headers;     /* header lines, not counting the command */
 	size_t max_header_line; /* bytes in one line */
+	size_t max_body;        /* bytes in a body; 0: only max_frame applies */
 };
 
 enum parser_state { PARSER_EOL, PARSER_HEADERS, PARSER_BODY, PARSER_FAILED };

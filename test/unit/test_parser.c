@@ -641,7 +641,7 @@ static void
 test_stray_cr_between_frames(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 1 << 20, 100, 1024 };
+	static const struct parser_limits lim = { 1 << 20, 100, 1024, 0 };
 	expect_error(LIT("\rSEND\n\n\0"), STOMP_1_2, &lim, "carriage return");
 }
 
@@ -971,7 +971,7 @@ static void
 test_limit_max_headers(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 1 << 20, 4, 1024 };
+	static const struct parser_limits lim = { 1 << 20, 4, 1024, 0 };
 	struct run r;
 	parse_chunked(LIT("SEND\na:1\nb:2\nc:3\nd:4\n\n\0"), 0, STOMP_1_2, &lim, &r);
 	assert_false(r.failed);
@@ -993,7 +993,7 @@ static void
 test_limit_max_header_line(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 1 << 20, 100, 16 };
+	static const struct parser_limits lim = { 1 << 20, 100, 16, 0 };
 	struct run r;
 	/* 16 bytes is fine for a header and a command line. */
 	parse_chunked(LIT("SEND\nk:vvvvvvvvvvvvvv\n\n\0XXXXXXXXXXXXXXXX\n\n\0"), 0, STOMP_1_2, &lim, &r);
@@ -1036,7 +1036,7 @@ static void
 test_limit_max_header_line_crlf_split(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 1 << 20, 100, 16 };
+	static const struct parser_limits lim = { 1 << 20, 100, 16, 0 };
 	static const char in[] = "SEND\r\nk:vvvvvvvvvvvvvv\r\n\r\n";
 	const size_t n = sizeof(in); /* with the closing NUL */
 	struct run whole;
@@ -1059,7 +1059,7 @@ static void
 test_limit_max_frame_content_length(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64, 100, 1024 };
+	static const struct parser_limits lim = { 64, 100, 1024, 0 };
 	/* "SEND\ncontent-length:NN\n\n" is 24 bytes: 24 + 39 + NUL = 64. */
 	struct bytes ok = { 0 }, big = { 0 };
 	b_str(&ok, "SEND\ncontent-length:39\n\n");
@@ -1107,7 +1107,7 @@ static void
 test_limit_max_frame_no_content_length(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64, 100, 1024 };
+	static const struct parser_limits lim = { 64, 100, 1024, 0 };
 	/* "SEND\n\n" + 57 + NUL = 64. */
 	struct bytes ok = { 0 }, big = { 0 }, endless = { 0 };
 	b_str(&ok, "SEND\n\n");
@@ -1149,7 +1149,7 @@ static void
 test_limit_max_frame_headers(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64, 100, 1024 };
+	static const struct parser_limits lim = { 64, 100, 1024, 0 };
 	/* A header block that does not end, made of short lines. */
 	struct bytes in = { 0 };
 	b_str(&in, "SEND\n");
@@ -1177,7 +1177,7 @@ static void
 test_limit_max_frame_nul_ended_headers(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64, 100, 1024 };
+	static const struct parser_limits lim = { 64, 100, 1024, 0 };
 	struct bytes small = { 0 }, in = { 0 };
 	b_str(&small, "SEND\n");
 	for (int i = 0; i < 5; i++)
@@ -1225,7 +1225,7 @@ static void
 test_many_headers_rejected(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64u << 20, 1000, 1024 };
+	static const struct parser_limits lim = { 64u << 20, 1000, 1024, 0 };
 	struct bytes in = { 0 };
 	size_t end_1001 = many_headers(&in, 1001);
 	assert_true(end_1001 > 0);
@@ -1250,7 +1250,7 @@ static void
 test_many_headers_parsed(void **state)
 {
 	(void)state;
-	static const struct parser_limits lim = { 64u << 20, 200000, 1024 };
+	static const struct parser_limits lim = { 64u << 20, 200000, 1024, 0 };
 	struct bytes in = { 0 };
 	many_headers(&in, 0);
 	static const size_t chunks[] = { 1, 7, 0 };
