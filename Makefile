@@ -1,6 +1,6 @@
 # eft - a small, fast STOMP 1.2 broker.
 #
-#   make            build build/eftd and build/eft-bench
+#   make            build build/eftd, build/eft-bench and build/eft-passwd
 #   make run        install missing packages, build, run eftd on 127.0.0.1:61613
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
@@ -32,7 +32,7 @@ endif
 
 .PHONY: all deps test-deps run test unit asan valgrind bench clean
 
-all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench)
+all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
 
 $(BUILD)/obj/%.o: src/%.c
 	$(Q)mkdir -p $(dir $@)
@@ -48,11 +48,18 @@ $(BUILD)/eftd: $(BUILD)/obj/main.o $(LIB_OBJS)
 $(BUILD)/eft-bench: $(BENCH_OBJS)
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lm -o $@
 
+$(BUILD)/obj/tools/eft-passwd.o: tools/eft-passwd.c
+	$(Q)mkdir -p $(dir $@)
+	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD)/obj/log.o
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -lsodium -o $@
+
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
 	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/bench/*.d)
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/bench/*.d $(BUILD)/obj/tools/*.d)
 
 deps:
 	@tools/install-deps build

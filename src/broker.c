@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/log.h"
@@ -563,5 +564,6 @@ broker_free(struct broker *b)
 	if (b->relisten_ev)
 		event_free(b->relisten_ev);
 	msg_pool_drain(&b->msg_pool);
+	auth_free(b->auth);
 	free(b);
 }

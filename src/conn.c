@@ -239,7 +239,7 @@ void
 conn_process(struct conn *c)
 {
 	struct frame *f;
-	while (c->state != CONN_CLOSING && !c->paused) {
+	while (c->state != CONN_CLOSING && !c->paused && c->reject_at_ms == 0) {
 		enum parser_result r = parser_next(&c->parser, &f);
 		if (r == PARSE_FRAME) {
 			proto_handle(c, f);
@@ -315,6 +315,8 @@ next_deadline(const struct conn *c)
 		return c->close_deadline_ms;
 	const struct config *cfg = c->broker->cfg;
 	uint64_t due = UINT64_MAX;
+	if (c->reject_at_ms)
+		return c->reject_at_ms;
 	if (c->state == CONN_AWAIT_CONNECT)
 		due = c->opened_ms + cfg->connect_timeout_ms;
 	if (c->frame_started_ms && !c->paused && c->frame_started_ms + cfg->frame_timeout_ms < due)
@@ -356,6 +358,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			conn_free(c);
 			return;
 		}
+	} else if (c->reject_at_ms) {
+		if (now >= c->reject_at_ms) {
+			c->reject_at_ms = 0;
+			proto_error(c, NULL, "authentication failed", "Wrong login or passcode.");
+		}
 	} else if (c->state == CONN_AWAIT_CONNECT && now >= c->opened_ms + cfg->connect_timeout_ms) {
 		char detail[128];
 		snprintf(detail, sizeof(detail), "No CONNECT frame within %u ms of connecting.",
@@ -377,6 +384,21 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			broker_want_flush(c->broker, c);
 		c->last_write_ms = now; /* the flush, later this turn, sends it */
 	}
+	conn_schedule(c);
+}
+
+/* A failed login: stop reading now, answer with an ERROR after the delay
+ * (a password guesser gets one try per delay and connection). */
+void
+conn_reject_later(struct conn *c, unsigned delay_ms)
+{
+	if (c->fd < 0 || delay_ms == 0) {
+		proto_error(c, NULL, "authentication failed", "Wrong login or passcode.");
+		return;
+	}
+	event_del(c->ev_read);
+	c->reject_at_ms = conn_now_ms(c) + delay_ms;
+	c->timer_due = 0;
 	conn_schedule(c);
 }
 

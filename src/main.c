@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/config.h"
 #include "eft/log.h"
@@ -164,6 +165,14 @@ main(int argc, char **argv)
 	if (b == NULL) {
 		fprintf(stderr, "eftd: out of memory\n");
 		goto out;
+	}
+	if (cfg.users_file[0] != '\0') {
+		if (auth_load(&b->auth, cfg.users_file, err, sizeof(err)) != 0) {
+			fprintf(stderr, "eftd: %s\n", err);
+			goto out;
+		}
+		log_info("%zu users from %s; anonymous connections %s", auth_count(b->auth),
+		    cfg.users_file, cfg.allow_anonymous ? "allowed" : "refused");
 	}
 	size_t fit = raise_fd_limit();
 	b->max_conns = cfg.max_connections && cfg.max_connections < fit ? cfg.max_connections : fit;

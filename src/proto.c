@@ -12,6 +12,7 @@
 
 #include <event2/buffer.h>
 
+#include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/log.h"
@@ -205,6 +206,31 @@ heartbeat_interval(unsigned asked, unsigned floor)
 	return asked == 0 ? 0 : (asked < floor ? floor : asked);
 }
 
+/* With a users file: a known login must bring its passcode; an unknown
+ * login or none is let in only with allow-anonymous.  False after arranging
+ * the (delayed) ERROR. */
+static bool
+authenticate(struct conn *c, const struct frame *f, const struct header *login)
+{
+	struct broker *b = c->broker;
+	if (b->auth == NULL)
+		return true;
+	bool anonymous_ok = b->cfg->allow_anonymous;
+	const struct header *pass = frame_get(f, HDR_PASSCODE);
+	if (login != NULL && (!anonymous_ok || auth_find(b->auth, login->value, login->value_len))) {
+		c->user = auth_check(b->auth, login->value, login->value_len,
+		    pass ? pass->value : NULL, pass ? pass->value_len : 0);
+		if (c->user != NULL)
+			return true;
+	} else if (anonymous_ok) {
+		return true;
+	}
+	log_warn("%s: authentication failed for login '%.*s'", c->peer,
+	    login ? (int)(login->value_len > 64 ? 64 : login->value_len) : 0, login ? login->value : "");
+	conn_reject_later(c, b->cfg->auth_delay_ms);
+	return false;
+}
+
 static enum result
 handle_connect(struct conn *c, struct frame *f)
 {
@@ -229,6 +255,10 @@ handle_connect(struct conn *c, struct frame *f)
 		    "heart-beat must be two numbers of milliseconds, 'cx,cy'; got '%.*s'.",
 		    (int)(hb->value_len > 100 ? 100 : hb->value_len), hb->value);
 
+	const struct header *login = frame_get(f, HDR_LOGIN);
+	if (!authenticate(c, f, login))
+		return RESULT_FAILED;
+
 	c->version = (enum stomp_version)v;
 	c->parser.version = c->version;
 	c->state = CONN_OPEN;
@@ -252,7 +282,6 @@ handle_connect(struct conn *c, struct frame *f)
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
 		return fail_oom(c, f);
 	conn_schedule(c);
-	const struct header *login = frame_get(f, HDR_LOGIN);
 	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%.*s", c->peer, v,
 	    c->session, login ? ", login " : "", login ? (int)(login->value_len > 64 ? 64 :
 	    login->value_len) : 0, login ? login->value : "");
@@ -268,6 +297,9 @@ handle_send(struct conn *c, struct frame *f)
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
+	if (!auth_may_write(c->user, dh->value, dh->value_len))
+		return fail(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
+		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
 	bool failed;
 	struct tx *t = frame_tx(c, f, &failed);
 	if (failed)
@@ -321,6 +353,9 @@ handle_subscribe(struct conn *c, struct frame *f)
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
+	if (!auth_may_read(c->user, dh->value, dh->value_len))
+		return fail(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
+		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
 	if (kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
 		    "Only the connection that made a temp-queue receives from it: "

@@ -21,6 +21,7 @@ struct evconnlistener;
 struct conn;
 struct sub;
 struct temp;
+struct auth;
 
 enum dest_kind { DEST_QUEUE, DEST_TOPIC };
 
@@ -86,6 +87,7 @@ struct broker {
 	size_t max_conns;                    /* more are refused */
 	uint64_t refused;                    /* connections refused since the limit was hit */
 	struct event *relisten_ev;           /* re-enables accept after EMFILE */
+	struct auth *auth;                   /* users file, or NULL: anyone may connect */
 };
 
 /* NULL if out of memory. */

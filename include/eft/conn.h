@@ -15,6 +15,7 @@ struct sub;
 struct delivery;
 struct tx;
 struct temp;
+struct auth_user;
 
 enum conn_state {
 	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
@@ -54,6 +55,8 @@ struct conn {
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
 	uint64_t paused_gen;           /* broker->dests_freed when paused (paused_on still valid?) */
 	struct conn *paused_next;      /* broker->paused */
+	uint64_t reject_at_ms;         /* failed login: ERROR and close then; 0 if none */
+	const struct auth_user *user;  /* who logged in; NULL: anonymous, may do anything */
 };
 
 /* A connection on an accepted socket (fd >= 0) or none (fd < 0). NULL if out of memory. */
@@ -68,6 +71,8 @@ void conn_process(struct conn *c);
 int conn_flush(struct conn *c);
 /* Deadlines changed (CONNECT, heart-beats negotiated): arm the timer. */
 void conn_schedule(struct conn *c);
+/* Failed login: stop reading, send ERROR and close after delay_ms. */
+void conn_reject_later(struct conn *c, unsigned delay_ms);
 /* Stop reading from a producer until the queue `full` (or memory, if NULL) drains. */
 void conn_pause(struct conn *c, struct dest *full);
 /* Read again, starting with frames that arrived before the pause. */

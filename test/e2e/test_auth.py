@@ -1,0 +1,164 @@
+"""Authentication and permissions: a users file of libsodium (argon2id)
+hashes, allow-anonymous, the delayed ERROR for a failed login, per-user read
+and write prefixes.  Uses etc/users.example (alice/wonderland: everything;
+bob/builder: read /topic/ only, write nothing)."""
+
+import os
+import subprocess
+import time
+import unittest
+
+import harness
+
+USERS = os.path.join(harness.ROOT, "etc", "users.example")
+DELAY_MS = 300
+
+
+def connect(client, login=None, passcode=None):
+    h = {"accept-version": "1.2", "host": "/"}
+    if login is not None:
+        h["login"] = login
+    if passcode is not None:
+        h["passcode"] = passcode
+    client.send_frame("CONNECT", h)
+    return client.read_frame()
+
+
+class Closed(harness.BrokerTest):
+    config = "users-file = %s\nallow-anonymous = no\nauth-delay-ms = %d\n" % (USERS, DELAY_MS)
+
+    def raw(self):
+        c = harness.RawClient(self.broker.port)
+        self.clients.append(c)
+        return c
+
+    def test_right_password_connects(self):
+        f = connect(self.raw(), "alice", "wonderland")
+        self.assertEqual(f.command, "CONNECTED")
+
+    def test_wrong_password_error_after_delay_then_close(self):
+        c = self.raw()
+        t0 = time.time()
+        f = connect(c, "alice", "wonderland!")
+        elapsed = time.time() - t0
+        self.assertEqual(f.command, "ERROR")
+        self.assertEqual(f["message"], "authentication failed")
+        self.assertGreaterEqual(elapsed, DELAY_MS / 1000 * 0.9)
+        c.expect_closed()
+        self.assertIn("authentication failed for login 'alice'", self.broker.read_log())
+
+    def test_frames_after_a_failed_connect_are_not_handled(self):
+        c = self.raw()
+        c.send(harness.frame("CONNECT", {"accept-version": "1.2", "login": "alice",
+                                         "passcode": "no"}) +
+               harness.frame("SEND", {"destination": "/queue/sneak"}, "x"))
+        self.assertEqual(c.read_frame().command, "ERROR")
+        c.expect_closed()
+        a = self.raw()
+        self.assertEqual(connect(a, "alice", "wonderland").command, "CONNECTED")
+        a.send_frame("SUBSCRIBE", {"id": "s", "destination": "/queue/sneak"})
+        a.expect_nothing(0.3)
+
+    def test_unknown_user_and_no_login_refused(self):
+        for login, pw in (("mallory", "x"), (None, None), ("guest", "guest")):
+            c = self.raw()
+            f = connect(c, login, pw)
+            self.assertEqual(f.command, "ERROR", (login, f))
+            c.expect_closed()
+
+    def test_bob_reads_topics_only_and_writes_nothing(self):
+        c = self.raw()
+        self.assertEqual(connect(c, "bob", "builder").command, "CONNECTED")
+        c.send_frame("SUBSCRIBE", {"id": "t", "destination": "/topic/news", "receipt": "r"})
+        c.expect("RECEIPT")
+        c.send_frame("SUBSCRIBE", {"id": "q", "destination": "/queue/secret", "receipt": "r2"})
+        f = c.expect_error_and_close()
+        self.assertEqual(f["message"], "permission denied")
+        self.assertEqual(f["receipt-id"], "r2")
+        c = self.raw()
+        connect(c, "bob", "builder")
+        c.send_frame("SEND", {"destination": "/topic/news"}, "x")
+        self.assertEqual(c.expect_error_and_close()["message"], "permission denied")
+
+    def test_bob_can_still_answer_rpc_through_reply_queues(self):
+        alice = self.raw()
+        connect(alice, "alice", "wonderland")
+        bob = self.raw()
+        connect(bob, "bob", "builder")
+        bob.send_frame("SUBSCRIBE", {"id": "t", "destination": "/topic/req", "receipt": "r"})
+        bob.expect("RECEIPT")
+        alice.send_frame("SEND", {"destination": "/topic/req", "reply-to": "/temp-queue/a"}, "ping")
+        req = bob.expect("MESSAGE")
+        bob.send_frame("SEND", {"destination": req["reply-to"]}, "pong")
+        self.assertEqual(alice.expect("MESSAGE").body, b"pong")
+
+    def test_stomp_py_with_credentials(self):
+        import stomp
+        ok = stomp.Connection12([("127.0.0.1", self.broker.port)])
+        ok.connect("alice", "wonderland", wait=True, headers={"host": "/"})
+        self.assertTrue(ok.is_connected())
+        ok.disconnect()
+        bad = stomp.Connection12([("127.0.0.1", self.broker.port)], reconnect_attempts_max=1)
+        with self.assertRaises(Exception):
+            bad.connect("alice", "nope", wait=True, headers={"host": "/"})
+        bad.disconnect()
+
+    def test_ruby_gem_with_credentials(self):
+        script = (
+            "require 'stomp'\n"
+            "c = Stomp::Connection.open('alice', 'wonderland', '127.0.0.1', %d)\n"
+            "c.publish('/queue/rb-auth', 'hi'); c.subscribe('/queue/rb-auth')\n"
+            "m = c.receive; raise 'body' unless m.body == 'hi'; c.disconnect\n"
+            "begin\n"
+            "  h = {hosts: [{login: 'alice', passcode: 'x', host: '127.0.0.1', port: %d}],\n"
+            "       reliable: false, connect_timeout: 5}\n"
+            "  b = Stomp::Connection.new(h)\n"
+            "  raise 'wrong password accepted' if b.connection_frame.command == 'CONNECTED'\n"
+            "rescue Stomp::Error::StompServerError, RuntimeError => e\n"
+            "  raise if e.message == 'wrong password accepted'\n"
+            "end\n"
+            "puts 'ok'\n") % (self.broker.port, self.broker.port)
+        r = subprocess.run(["ruby", "-e", script], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ok", r.stdout)
+
+
+class Open(harness.BrokerTest):
+    """allow-anonymous = yes with a users file: known users must get their
+    password right; everyone else comes in anonymous (development mode)."""
+    config = "users-file = %s\nallow-anonymous = yes\nauth-delay-ms = %d\n" % (USERS, DELAY_MS)
+
+    def test_anonymous_and_unknown_logins_connect(self):
+        for login, pw in ((None, None), ("guest", "guest")):
+            c = harness.RawClient(self.broker.port)
+            self.clients.append(c)
+            self.assertEqual(connect(c, login, pw).command, "CONNECTED")
+
+    def test_known_user_wrong_password_still_refused(self):
+        c = harness.RawClient(self.broker.port)
+        self.clients.append(c)
+        self.assertEqual(connect(c, "bob", "wrong").command, "ERROR")
+        c.expect_closed()
+
+
+class BadUsersFile(unittest.TestCase):
+    def test_malformed_users_file_is_a_startup_error(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".users", delete=False) as f:
+            f.write("alice:notahash\n")
+        try:
+            cfg = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+            cfg.write("users-file = %s\n" % f.name)
+            cfg.close()
+            r = subprocess.run([harness.EFTD, "-p", "0", "-c", cfg.name], capture_output=True,
+                               text=True, timeout=10)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("%s:1:" % f.name, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        finally:
+            os.unlink(f.name)
+            os.unlink(cfg.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
