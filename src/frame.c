@@ -154,6 +154,21 @@ frame_hdr_name(enum hdr_id id)
 	return (id >= 0 && id < HDR_COUNT) ? hdr_names[id] : "";
 }
 
+int
+frame_parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t n = 0;
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		n = n * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = n;
+	return 0;
+}
+
 /* Per version, the escape letter for each byte, or 0 if it stands for
  * itself: a table lookup keeps the per-byte cost to one load. */
 static const char escape_table[STOMP_VERSIONS][256] = {

@@ -228,21 +228,6 @@ parser_trim(struct parser *p)
 	}
 }
 
-static int
-parse_length(const char *s, size_t len, size_t *out)
-{
-	size_t n = 0;
-	if (len == 0 || len > 19)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		n = n * 10 + (size_t)(s[i] - '0');
-	}
-	*out = n;
-	return 0;
-}
-
 /* One complete line of the header block: the command, or a header. */
 static enum parser_result
 take_line(struct parser *p, char *line, size_t n)
@@ -303,8 +288,8 @@ end_headers(struct parser *p)
 	p->has_length = 0;
 	const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
 	if (cl != NULL) {
-		size_t body_len;
-		if (parse_length(cl->value, cl->value_len, &body_len) != 0)
+		uint64_t body_len;
+		if (frame_parse_u64(cl->value, cl->value_len, &body_len) != 0)
 			return fail(p, "content-length is not a number");
 		size_t head = p->body_start - p->start;
 		if (p->limits.max_body && body_len > p->limits.max_body)

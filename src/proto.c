@@ -85,21 +85,6 @@ require(struct conn *c, const struct frame *f, enum hdr_id id)
 	return NULL;
 }
 
-static int
-parse_u64(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t n = 0;
-	if (len == 0 || len > 19)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		n = n * 10 + (uint64_t)(s[i] - '0');
-	}
-	*out = n;
-	return 0;
-}
-
 /* A header the parser does not index (rare ones), or NULL. */
 static const struct header *
 find_header(const struct frame *f, const char *name)
@@ -156,7 +141,7 @@ parse_trimmed_u64(const char *s, size_t len, uint64_t *out)
 		s++, len--;
 	while (len && s[len - 1] == ' ')
 		len--;
-	return parse_u64(s, len, out);
+	return frame_parse_u64(s, len, out);
 }
 
 static int
@@ -399,7 +384,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
 	if (ph == NULL)
 		ph = find_header(f, "activemq.prefetchSize");
-	if (ph != NULL && (parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
+	if (ph != NULL && (frame_parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
 
@@ -455,7 +440,7 @@ find_delivery(struct conn *c, const struct frame *f, struct delivery_key *k)
 		return true;
 	if (mh == NULL)
 		mh = idh;
-	if (mh == NULL || parse_u64(mh->value, mh->value_len, &k->msg_id) != 0)
+	if (mh == NULL || frame_parse_u64(mh->value, mh->value_len, &k->msg_id) != 0)
 		return false;
 	struct sub *s, *tmp;
 	if (sh != NULL) {

@@ -140,21 +140,6 @@ sub_ack_id(char *buf, size_t size, uint64_t sub_seq, uint64_t msg_id)
 	return n + msg_format_u64(buf + n, msg_id);
 }
 
-static int
-parse_u64(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t n = 0;
-	if (len == 0 || len > 19)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		n = n * 10 + (uint64_t)(s[i] - '0');
-	}
-	*out = n;
-	return 0;
-}
-
 int
 sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out)
 {
@@ -162,7 +147,7 @@ sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out)
 	if (dash == NULL)
 		return -1;
 	size_t a = (size_t)(dash - s);
-	if (parse_u64(s, a, &out->sub_seq) != 0 || parse_u64(dash + 1, len - a - 1, &out->msg_id) != 0)
+	if (frame_parse_u64(s, a, &out->sub_seq) != 0 || frame_parse_u64(dash + 1, len - a - 1, &out->msg_id) != 0)
 		return -1;
 	return 0;
 }

@@ -81,6 +81,10 @@ frame_get(const struct frame *f, enum hdr_id id)
 	return f->known[id] < 0 ? NULL : &f->hdr[f->known[id]];
 }
 
+/* A header value that must be a plain decimal number (content-length,
+ * message-id, prefetch-count...): digits only, at most 19 of them. */
+int frame_parse_u64(const char *s, size_t len, uint64_t *out);
+
 /* Does the string need escaping to be a header name or value in version v? */
 bool frame_needs_escape(enum stomp_version v, const char *s, size_t len);
 /* Length of s once escaped for version v. */

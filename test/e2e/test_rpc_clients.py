@@ -13,7 +13,6 @@
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -22,95 +21,36 @@ import unittest
 
 import harness
 
-CLIENTS = os.path.join(harness.ROOT, "test", "clients")
+from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY, TIMEOUT,
+                          ScriptTest, add_scenario_tests, clean_env)
+
 EXAMPLES = os.path.join(harness.ROOT, "tools", "examples")
 RUBY_SCRIPT = os.path.join(CLIENTS, "ruby_rpc.rb")
 PY_SCRIPT = os.path.join(CLIENTS, "stomp_py_rpc.py")
-TIMEOUT = 60 * harness.SLOW
-
-RUBY = "/usr/bin/ruby" if os.path.exists("/usr/bin/ruby") else shutil.which("ruby")
-# Debian's python3 sees python3-stomp; a pyenv or venv python may not.
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 
 RUBY_SCENARIOS = ["rpc10", "rpc12", "rpc_two_clients"]
 PY_SCENARIOS = ["subscribe_first_12", "subscribe_first_11", "auto_12", "auto_11", "auto_10",
                 "two_clients_12"]
 
 
-def _works(cmd):
-    if not cmd[0]:
-        return False
-    try:
-        return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-HAVE_RUBY_STOMP = _works([RUBY, "-e", "require 'stomp'"])
-HAVE_STOMP_PY = _works([PYTHON, "-c", "import stomp"])
 HAVE = {"rb": HAVE_RUBY_STOMP, "py": HAVE_STOMP_PY}
 INTERP = {"rb": RUBY, "py": PYTHON}
 
 
-def _env():
-    env = dict(os.environ)
-    for k in ("EFT_CLIENT_DEBUG", "EFT_HOST", "EFT_PORT", "EFT_RPC_QUEUE"):
-        env.pop(k, None)
-    return env
-
-
-class RpcScriptTest(harness.BrokerTest):
-    """Runs one scenario of an RPC client script against this test's eftd."""
-
-    args = ("-l", "debug")
-    command = None      # [interpreter, script]
-    summary = None      # as in "ruby-rpc: 1 passed, 0 failed"
-
-    def run_scenario(self, scenario):
-        cmd = self.command + [str(self.broker.port), scenario]
-        try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=TIMEOUT, env=_env())
-            out, rc = p.stdout.decode("utf-8", "replace"), p.returncode
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode("utf-8", "replace")
-            rc = "timeout after %ss" % TIMEOUT
-        alive = self.broker.alive()
-        want = "%s: 1 passed, 0 failed" % self.summary
-        ok = rc == 0 and ("PASS %s " % scenario) in out and want in out and alive
-        if not ok:
-            log = self.broker.read_log()
-            self.fail("%s scenario %r failed (exit %s%s)\n--- client output ---\n%s\n"
-                      "--- eftd log (last 8000 chars) ---\n%s"
-                      % (self.summary, scenario, rc, "" if alive else ", eftd died",
-                         out, log[-8000:]))
-
-
-def _add_tests(cls, scenarios):
-    for name in scenarios:
-        def test(self, name=name):
-            self.run_scenario(name)
-        test.__name__ = "test_" + name
-        test.__doc__ = None
-        setattr(cls, test.__name__, test)
-    return cls
-
-
 @unittest.skipUnless(HAVE_RUBY_STOMP, "ruby with the stomp gem (ruby-stomp) not available")
-class RubyRpcTest(RpcScriptTest):
+class RubyRpcTest(ScriptTest):
     command = [RUBY, RUBY_SCRIPT]
     summary = "ruby-rpc"
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
-class StompPyRpcTest(RpcScriptTest):
+class StompPyRpcTest(ScriptTest):
     command = [PYTHON, PY_SCRIPT]
     summary = "stomp.py-rpc"
 
 
-_add_tests(RubyRpcTest, RUBY_SCENARIOS)
-_add_tests(StompPyRpcTest, PY_SCENARIOS)
+add_scenario_tests(RubyRpcTest, RUBY_SCENARIOS)
+add_scenario_tests(StompPyRpcTest, PY_SCENARIOS)
 
 
 class RpcExampleTest(harness.BrokerTest):
@@ -124,7 +64,7 @@ class RpcExampleTest(harness.BrokerTest):
         if missing:
             self.skipTest("no stomp library for %s" % ", ".join(missing))
         port = str(self.broker.port)
-        env = _env()
+        env = clean_env()
         if use_env:
             env.update(EFT_HOST="127.0.0.1", EFT_PORT=port)
             srv_args, cli_args = [], []
