@@ -5,6 +5,8 @@
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
 #   make valgrind   the end-to-end tests with eftd under valgrind memcheck
+#   make fuzz       libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz/;
+#                   make fuzz-run runs each for FUZZ_SECONDS (60), see test/fuzz/run
 #   make bench      benchmark a fresh eftd: CSV and PNG charts in bench/results/
 #                   (BENCH_ARGS="--quick" for a smoke run; see tools/bench --help)
 #   make clean
@@ -30,7 +32,7 @@ QCC = @printf '  CC    %s\n' $@;
 QLD = @printf '  LD    %s\n' $@;
 endif
 
-.PHONY: all deps test-deps run test unit asan valgrind bench clean
+.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run
 
 all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
 
@@ -91,6 +93,23 @@ bench:
 	@tools/install-deps bench
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tools/bench $(BENCH_ARGS)
+
+# The library is built with coverage instrumentation (fuzzer-no-link), each
+# harness links libFuzzer's main.
+FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_SECONDS ?= 60
+
+fuzz:
+	@tools/install-deps fuzz
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
+	    OPTFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" LDFLAGS="-fsanitize=fuzzer,address,undefined" \
+	    build-fuzz/parser-fuzzer build-fuzz/proto-fuzzer
+
+build-fuzz/%-fuzzer: test/fuzz/%-fuzzer.c $(LIB_OBJS)
+	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+fuzz-run: fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) test/fuzz/run
 
 clean:
 	rm -rf build build-asan

@@ -21,7 +21,7 @@ import unittest
 
 import harness
 
-from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY, TIMEOUT,
+from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
                           ScriptTest, add_scenario_tests, clean_env)
 
 EXAMPLES = os.path.join(harness.ROOT, "tools", "examples")
