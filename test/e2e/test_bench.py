@@ -1,0 +1,469 @@
+"""eft-bench: every mode against a real eftd at small N, its CSV and JSON
+output, and that it fails loudly when a (fake) broker loses, duplicates,
+reorders or corrupts a message or sends an ERROR."""
+
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import BUILD, ROOT, SLOW, BrokerTest, free_port
+
+EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
+
+# The columns 'eft-bench --help' documents, in order, for --csv and --json.
+COLUMNS = ("mode server host port size count conns inflight ack "
+           "send_s recv_s total_s delivered msgs_per_s mb_per_s "
+           "lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us "
+           "lat_max_us lost duplicated reordered corrupted complete error").split()
+TEXT = {"mode", "server", "host", "ack", "error"}
+INTS = {"port", "size", "count", "conns", "inflight", "delivered",
+        "lost", "duplicated", "reordered", "corrupted", "complete"}
+LATENCY = ["lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us",
+           "lat_p999_us", "lat_max_us"]
+CHECKS = ("lost", "duplicated", "reordered", "corrupted")
+
+N = 2000
+
+
+def bench(*args, timeout=30):
+    """Run eft-bench; returns (exit status, stdout, stderr).  Bounded by timeout."""
+    p = subprocess.run([EFT_BENCH] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout * SLOW)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def parse_csv(test, out):
+    """The rows of eft-bench --csv output as dicts of numbers (None when empty)."""
+    lines = out.splitlines()
+    test.assertGreaterEqual(len(lines), 2, "no CSV rows in %r" % out)
+    rows = list(csv.reader(io.StringIO(out)))
+    test.assertEqual(rows[0], COLUMNS, "CSV header")
+    result = []
+    for raw in rows[1:]:
+        test.assertEqual(len(raw), len(COLUMNS), "CSV row %r" % raw)
+        row = {}
+        for col, v in zip(COLUMNS, raw):
+            if col in TEXT:
+                row[col] = v
+            elif v == "":
+                row[col] = None
+            elif col in INTS:
+                test.assertRegex(v, r"^[0-9]+$", "column %s" % col)
+                row[col] = int(v)
+            else:
+                try:
+                    row[col] = float(v)
+                except ValueError:
+                    test.fail("column %s: %r is not a number" % (col, v))
+        result.append(row)
+    return result
+
+
+def parse_json(test, out):
+    rows = []
+    for line in out.splitlines():
+        obj = json.loads(line)
+        test.assertEqual(list(obj), COLUMNS, "JSON keys")
+        for col in COLUMNS:
+            v = obj[col]
+            if col in ("complete",):
+                test.assertIsInstance(v, bool)
+            elif col in TEXT:
+                test.assertTrue(v is None or isinstance(v, str), "%s: %r" % (col, v))
+            else:
+                test.assertTrue(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+                                "%s: %r" % (col, v))
+        rows.append(obj)
+    test.assertTrue(rows, "no JSON lines")
+    return rows
+
+
+class EftBenchModes(BrokerTest):
+    """Each mode against a real eftd: exit 0, every message delivered and checked."""
+
+    def run_mode(self, mode, *args, rows=1):
+        common = [mode, "-p", self.broker.port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW] + list(args)
+        rc, out, err = bench(*common, "--csv")
+        self.assertEqual(rc, 0, "eft-bench %s --csv: exit %d\n%s\n%s" % (mode, rc, out, err))
+        csv_rows = parse_csv(self, out)
+        self.assertEqual(len(csv_rows), rows)
+        rc, out, err = bench(*common, "--json")
+        self.assertEqual(rc, 0, "eft-bench %s --json: exit %d\n%s\n%s" % (mode, rc, out, err))
+        json_rows = parse_json(self, out)
+        self.assertEqual(len(json_rows), rows)
+        for r, j in zip(csv_rows, json_rows):
+            self.check_row(r, mode)
+            # the JSON row is the same kind of row: null exactly where CSV is empty
+            for col in COLUMNS:
+                if col == "complete":
+                    self.assertIs(j[col], True)
+                elif col == "error":
+                    self.assertIsNone(j[col])
+                else:
+                    self.assertEqual(r[col] is None, j[col] is None, "%s: csv %r json %r"
+                                     % (col, r[col], j[col]))
+            for col in ("mode", "server", "size", "count", "conns", "inflight", "delivered", "ack"):
+                self.assertEqual(r[col], j[col], col)
+        return csv_rows
+
+    def check_row(self, r, mode):
+        self.assertEqual(r["mode"], mode)
+        self.assertTrue(r["server"].startswith("eft/"), r["server"])
+        self.assertEqual(r["host"], "127.0.0.1")
+        self.assertEqual(r["port"], self.broker.port)
+        self.assertEqual(r["count"], N)
+        self.assertEqual(r["ack"], "auto")
+        self.assertEqual(r["complete"], 1)
+        self.assertEqual(r["error"], "")
+        for col in CHECKS:
+            self.assertEqual(r[col], 0, col)
+        for col in ("total_s", "msgs_per_s", "mb_per_s"):
+            self.assertIsNotNone(r[col], col)
+            self.assertGreater(r[col], 0, col)
+        # msgs_per_s = delivered / total_s; mb_per_s = delivered * size / total_s / 10^6
+        self.assertAlmostEqual(r["msgs_per_s"] / (r["delivered"] / r["total_s"]), 1, delta=0.01)
+        self.assertAlmostEqual(r["mb_per_s"] / (r["delivered"] * r["size"] / r["total_s"] / 1e6),
+                               1, delta=0.01)
+        if mode == "sendrecv":
+            for col in LATENCY:
+                self.assertIsNone(r[col], col)
+        else:
+            lat = [r[col] for col in LATENCY]
+            self.assertNotIn(None, lat)
+            self.assertLessEqual(r["lat_min_us"], r["lat_p50_us"])
+            self.assertLessEqual(r["lat_p50_us"], r["lat_p90_us"])
+            self.assertLessEqual(r["lat_p90_us"], r["lat_p99_us"])
+            self.assertLessEqual(r["lat_p99_us"], r["lat_p999_us"])
+            self.assertLessEqual(r["lat_p999_us"], r["lat_max_us"])
+            self.assertLessEqual(r["lat_min_us"], r["lat_mean_us"])
+            self.assertLessEqual(r["lat_mean_us"], r["lat_max_us"])
+        if mode != "rpc":
+            self.assertIsNone(r["inflight"])
+
+    def test_sendrecv(self):
+        (r,) = self.run_mode("sendrecv")
+        self.assertEqual((r["size"], r["conns"], r["delivered"]), (1024, 1, N))
+        self.assertGreater(r["send_s"], 0)
+        self.assertGreater(r["recv_s"], 0)
+        self.assertAlmostEqual(r["total_s"], r["send_s"] + r["recv_s"], delta=2e-6)
+
+    def test_sendrecv_sizes(self):
+        rows = self.run_mode("sendrecv", "--sizes", "64,1024", rows=2)
+        self.assertEqual([r["size"] for r in rows], [64, 1024])
+        for r in rows:
+            self.assertEqual(r["delivered"], N)
+
+    def test_stream(self):
+        (r,) = self.run_mode("stream", "-s", 256)
+        self.assertEqual((r["size"], r["conns"], r["delivered"]), (256, 2, N))
+        self.assertGreater(r["send_s"], 0)
+
+    def test_rpc(self):
+        (r,) = self.run_mode("rpc", "-c", 2, "--inflight", 4)
+        self.assertEqual((r["conns"], r["inflight"], r["delivered"]), (3, 4, N))
+
+    def test_fanout(self):
+        (r,) = self.run_mode("fanout", "-k", 3)
+        self.assertEqual((r["conns"], r["delivered"]), (4, 3 * N))
+
+    def test_every_mode_leaves_eftd_clean(self):
+        """eft-bench speaks clean STOMP and disconnects properly: eftd logs no
+        protocol error, warning or torn frame, and closes every connection."""
+        self.run_mode("sendrecv", "-s", 64)
+        self.run_mode("stream", "-s", 64)
+        self.run_mode("rpc", "-c", 1, "--inflight", 1)
+        self.run_mode("fanout", "-k", 1)
+        deadline = time.monotonic() + 3 * SLOW
+        while True:     # the last connection's close may not be logged yet
+            log = self.broker.read_log()
+            opened, closed = log.count(": connection open"), log.count(": connection closed")
+            if opened == closed or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self.assertEqual(opened, closed, log[-3000:])
+        for line in log.splitlines():
+            for bad in (" warn: ", " error: ", "protocol error", "middle of a frame", "failed"):
+                self.assertNotIn(bad, line)
+
+
+# ---------------------------------------------------------------- a fake broker
+
+class FakeBroker:
+    """Just enough STOMP for 'eft-bench sendrecv': CONNECTED, RECEIPTs, stores
+    SENDs and, on SUBSCRIBE, delivers them back, after `tamper(messages)`
+    has had its way with the list of (headers, body).  error: answer the
+    first SEND with an ERROR frame carrying that message, then close."""
+
+    def __init__(self, tamper=None, error=None):
+        self.tamper = tamper or (lambda msgs: msgs)
+        self.error = error
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.lsock.settimeout(0.1)
+        self.port = self.lsock.getsockname()[1]
+        self.stop_event = threading.Event()
+        self.threads = []
+        self.failures = []          # exceptions in the fake itself
+        self.frames_seen = []
+        self.accepter = threading.Thread(target=self.accept_loop, daemon=True)
+
+    def __enter__(self):
+        self.accepter.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.accepter.join(timeout=5)
+        for t in self.threads:
+            t.join(timeout=5)
+        self.lsock.close()
+
+    def accept_loop(self):
+        deadline = time.monotonic() + 30 * SLOW
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            try:
+                sock, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self.serve, args=(sock,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def serve(self, sock):
+        try:
+            self.serve_frames(sock)
+        except Exception as e:          # noqa: BLE001 - reported by the test
+            self.failures.append(repr(e))
+        finally:
+            sock.close()
+
+    @staticmethod
+    def frame(command, headers, body=b""):
+        out = command + "\n" + "".join("%s:%s\n" % (k, v) for k, v in headers) + "\n"
+        return out.encode() + body + b"\0"
+
+    def serve_frames(self, sock):
+        sock.settimeout(0.1)
+        deadline = time.monotonic() + 20 * SLOW
+        buf = b""
+        stored = []
+        msg_id = 0
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            # one complete frame from buf, if there is one
+            while buf[:1] in (b"\n", b"\r") and buf:
+                buf = buf[1:]
+            end = buf.find(b"\n\n")
+            parsed = None
+            if end >= 0:
+                lines = buf[:end].decode("utf-8", "replace").split("\n")
+                command = lines[0].rstrip("\r")
+                headers = {}
+                for line in lines[1:]:
+                    k, _, v = line.rstrip("\r").partition(":")
+                    headers.setdefault(k, v)
+                start = end + 2
+                if "content-length" in headers:
+                    n = int(headers["content-length"])
+                    if len(buf) >= start + n + 1:
+                        parsed = (command, headers, buf[start:start + n])
+                        buf = buf[start + n + 1:]
+                else:
+                    nul = buf.find(b"\0", start)
+                    if nul >= 0:
+                        parsed = (command, headers, buf[start:nul])
+                        buf = buf[nul + 1:]
+            if parsed is None:
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return
+                buf += data
+                continue
+            command, headers, body = parsed
+            self.frames_seen.append(command)
+            out = b""
+            if command in ("CONNECT", "STOMP"):
+                out += self.frame("CONNECTED", [("version", "1.2"), ("server", "fake/1.0"),
+                                                ("heart-beat", "0,0")])
+            elif command == "SEND":
+                if self.error is not None:
+                    sock.sendall(self.frame("ERROR", [("message", self.error),
+                                                      ("content-type", "text/plain")],
+                                            b"the fake broker refuses every SEND\n"))
+                    return
+                stored.append((headers["destination"], body))
+            elif command == "SUBSCRIBE":
+                sub = headers["id"]
+                if "receipt" in headers:
+                    out += self.frame("RECEIPT", [("receipt-id", headers["receipt"])])
+                for dest, b in self.tamper(list(stored)):
+                    msg_id += 1
+                    out += self.frame("MESSAGE", [("subscription", sub), ("message-id", str(msg_id)),
+                                                  ("destination", dest),
+                                                  ("content-length", str(len(b)))], b)
+                stored = []
+                sock.sendall(out)
+                continue
+            if "receipt" in headers and command not in ("CONNECT", "STOMP"):
+                out += self.frame("RECEIPT", [("receipt-id", headers["receipt"])])
+            if out:
+                sock.sendall(out)
+            if command == "DISCONNECT":
+                return
+
+
+def drop(i):
+    return lambda msgs: msgs[:i] + msgs[i + 1:]
+
+
+def duplicate(i):
+    return lambda msgs: msgs[:i + 1] + [msgs[i]] + msgs[i + 1:]
+
+
+def swap(i):
+    return lambda msgs: msgs[:i] + [msgs[i + 1], msgs[i]] + msgs[i + 2:]
+
+
+def corrupt(i):
+    def tamper(msgs):
+        dest, body = msgs[i]
+        body = body[:-1] + bytes([body[-1] ^ 0x20])    # the filler's last byte: still printable
+        return msgs[:i] + [(dest, body)] + msgs[i + 1:]
+    return tamper
+
+
+class EftBenchCatchesBrokers(unittest.TestCase):
+    """eft-bench exits 1 and says why when a broker misbehaves."""
+
+    def run_against(self, fake, *extra):
+        with fake:
+            t0 = time.monotonic()
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 50, "-s", 64, "-t", 1, "-d", 10,
+                                 *extra, timeout=20)
+            elapsed = time.monotonic() - t0
+        self.assertEqual(fake.failures, [], "the fake broker itself failed")
+        self.assertLess(elapsed, 8 * SLOW, "eft-bench took %.1f s" % elapsed)
+        return rc, out, err
+
+    def run_csv(self, fake):
+        rc, out, err = self.run_against(fake, "--csv")
+        self.assertEqual(rc, 1, "eft-bench exit status\nstdout: %s\nstderr: %s" % (out, err))
+        (row,) = parse_csv(self, out)
+        self.assertEqual(row["server"], "fake/1.0")
+        return row, err
+
+    def test_fake_broker_that_behaves_passes(self):
+        """The fake is good enough: untampered, eft-bench is satisfied."""
+        rc, out, err = self.run_against(FakeBroker(), "--csv")
+        self.assertEqual(rc, 0, out + err)
+        (row,) = parse_csv(self, out)
+        self.assertEqual((row["delivered"], row["complete"]), (50, 1))
+        for col in CHECKS:
+            self.assertEqual(row[col], 0, col)
+
+    def test_lost_message(self):
+        row, err = self.run_csv(FakeBroker(tamper=drop(17)))
+        self.assertEqual(row["lost"], 1)
+        self.assertEqual(row["delivered"], 49)
+        self.assertEqual((row["duplicated"], row["reordered"], row["corrupted"]), (0, 0, 0))
+        rc, out, err = self.run_against(FakeBroker(tamper=drop(17)))    # the text table says so too
+        self.assertEqual(rc, 1)
+        self.assertIn("lost 1", out + err)
+
+    def test_duplicated_message(self):
+        row, err = self.run_csv(FakeBroker(tamper=duplicate(17)))
+        self.assertEqual(row["duplicated"], 1)
+        self.assertEqual(row["delivered"], 50)
+        self.assertEqual(row["lost"], 0)
+        self.assertIn("arrived twice", err)
+
+    def test_reordered_message(self):
+        row, err = self.run_csv(FakeBroker(tamper=swap(17)))
+        self.assertEqual(row["reordered"], 1)
+        self.assertEqual((row["delivered"], row["lost"], row["duplicated"]), (50, 0, 0))
+        self.assertIn("arrived after a later one", err)
+
+    def test_corrupted_body(self):
+        row, err = self.run_csv(FakeBroker(tamper=corrupt(17)))
+        self.assertEqual(row["corrupted"], 1)
+        self.assertEqual(row["delivered"], 49)
+        self.assertIn("corrupted message", err)
+
+    def test_broker_error(self):
+        fake = FakeBroker(error="quota exceeded for /queue/x")
+        rc, out, err = self.run_against(fake, "--csv")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("quota exceeded for /queue/x", err)
+        (row,) = parse_csv(self, out)
+        self.assertEqual(row["complete"], 0)
+        self.assertIn("quota exceeded for /queue/x", row["error"])
+
+    def test_broker_error_json(self):
+        rc, out, err = self.run_against(FakeBroker(error="go away"), "--json")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("go away", err)
+        (row,) = parse_json(self, out)
+        self.assertIs(row["complete"], False)
+        self.assertIn("go away", row["error"])
+
+
+class BenchScript(unittest.TestCase):
+    """tools/bench (make bench) end to end, at tiny N: its own eftd, the four CSVs."""
+
+    def test_quick_run(self):
+        out = tempfile.mkdtemp(prefix="eft-bench-results-")
+        try:
+            args = [os.path.join(ROOT, "tools", "bench"), "--quick", "-n", "200", "--out", out,
+                    "--timeout", str(10 * SLOW)]
+            charts = shutil.which("gnuplot") is not None
+            if not charts:
+                args.append("--no-charts")
+            p = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60 * SLOW)
+            text = p.stdout.decode("utf-8", "replace")
+            self.assertEqual(p.returncode, 0, text)
+            self.assertIn("stopped eftd (exit status 0)", text)
+            for name, n in (("sendrecv-sweep", 10), ("stream", 3), ("rpc", 7), ("fanout", 5)):
+                with open(os.path.join(out, name + ".csv")) as f:
+                    rows = parse_csv(self, f.read())
+                self.assertEqual(len(rows), n, name)
+                if name == "sendrecv-sweep":
+                    self.assertEqual([r["size"] for r in rows], [64 << i for i in range(10)])
+                for r in rows:
+                    self.assertEqual((r["count"], r["complete"]), (200, 1), name)
+                    for col in CHECKS:
+                        self.assertEqual(r[col], 0, "%s %s" % (name, col))
+            if charts:
+                for png in ("sendrecv-time", "sendrecv-split", "rpc", "fanout", "stream"):
+                    with open(os.path.join(out, png + ".png"), "rb") as f:
+                        self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", png)
+            self.assertEqual([f for f in os.listdir(out) if f.endswith(".tmp")], [])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+class EftBenchBrokerGone(unittest.TestCase):
+    def test_nothing_listening(self):
+        """No broker: a prompt failure, not a hang."""
+        port = free_port()
+        rc, out, err = bench("sendrecv", "-p", port, "-n", 10, "-t", 2, "--csv", timeout=15)
+        self.assertEqual(rc, 1, out + err)
+        self.assertTrue(err.strip(), "no error message")
+
+
+if __name__ == "__main__":
+    unittest.main()
