@@ -228,18 +228,35 @@ msg_pool_drain(struct msg_pool *pool)
 	pool->bytes = 0;
 }
 
+/* Size classes: 256, then four steps per doubling (320, 384, 448, 512,
+ * 640, ...), so a block wastes at most a fifth of itself.  Class 0 is 256 B;
+ * class c > 0 is 2^e + (s+1) * 2^(e-2) with e = (c-1)/4 + 8, s = (c-1)%4. */
 static size_t
 class_size(int cls)
 {
-	return (size_t)256 << cls;
+	if (cls == 0)
+		return 256;
+	int e = (cls - 1) / 4 + 8, s = (cls - 1) % 4;
+	return ((size_t)1 << e) + (size_t)(s + 1) * ((size_t)1 << (e - 2));
+}
+
+static int
+size_class(size_t size)
+{
+	if (size <= 256)
+		return 0;
+	size_t x = size - 1;
+	int e = 63 - __builtin_clzll((unsigned long long)x);
+	int s = (int)((x >> (e - 2)) & 3);
+	return (e - 8) * 4 + s + 1;
 }
 
 static struct msg *
 msg_alloc(struct msg_pool *pool, size_t size)
 {
-	int cls = 0;
-	while (cls < MSG_POOL_CLASSES && class_size(cls) < size)
-		cls++;
+	int cls = size_class(size);
+	if (cls > MSG_POOL_CLASSES)
+		cls = MSG_POOL_CLASSES;
 	if (pool == NULL || cls == MSG_POOL_CLASSES) {
 		struct msg *m = malloc(size);
 		if (m != NULL) {

@@ -17,7 +17,7 @@
 /* Freed message blocks kept for reuse, by size class: a burst of sends
  * then receives recycles memory instead of going through malloc and fresh
  * pages each time.  Bounded by max_bytes; single-threaded like the rest. */
-#define MSG_POOL_CLASSES 6 /* 256 B .. 8 KB */
+#define MSG_POOL_CLASSES 21 /* 256 B .. 8 KB, four classes per doubling */
 
 struct msg_pool {
 	struct msg *free[MSG_POOL_CLASSES];

@@ -1,0 +1,177 @@
+/* test_msg.c - messages: the shared header block per version, the size
+ * classes of the message pool, reuse, and the memory accounting that flow
+ * control relies on. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eft/msg.h"
+#include "eft/parser.h"
+
+static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
+
+/* Parse one SEND frame (version v escaping) and build its message. */
+static struct msg *
+build(struct msg_pool *pool, enum stomp_version v, const char *head, const char *body,
+    size_t body_len, uint64_t id)
+{
+	struct parser p;
+	struct frame *f;
+	parser_init(&p, &limits);
+	p.version = v;
+	assert_int_equal(parser_feed(&p, head, strlen(head)), 0);
+	assert_int_equal(parser_feed(&p, body, body_len), 0);
+	assert_int_equal(parser_feed(&p, "", 1), 0);
+	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
+	const struct header *d = frame_get(f, HDR_DESTINATION);
+	struct msg_spec spec = { .pool = pool, .frame = f, .dest = d->value, .dest_len = d->value_len,
+		.id = id };
+	struct msg *m = msg_new(&spec);
+	parser_free(&p);
+	assert_non_null(m);
+	return m;
+}
+
+static void
+test_block_plain(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2,
+	    "SEND\ndestination:/queue/a\nreceipt:9\ncontent-type:text/plain\nx-k:v\n\n", "hello", 5, 42);
+	const char *want = "destination:/queue/a\nmessage-id:42\ncontent-type:text/plain\nx-k:v\n"
+	    "content-length:5\n";
+	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
+	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	/* Nothing to escape: every version shares the bytes. */
+	assert_ptr_equal(m->block[STOMP_1_0], m->block[STOMP_1_2]);
+	assert_memory_equal(m->body, "hello", 6); /* with its NUL */
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_block_escaped_per_version(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	/* 1.2 sender: the value holds a colon and a CR once unescaped. */
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nk:a\\cb\\rc\n\n", "", 0, 7);
+	const char *v12 = "destination:/queue/a\nmessage-id:7\nk:a\\cb\\rc\ncontent-length:0\n";
+	const char *v11 = "destination:/queue/a\nmessage-id:7\nk:a\\cb\rc\ncontent-length:0\n";
+	/* 1.0 cannot carry a CR in a header: that header is left out. */
+	const char *v10 = "destination:/queue/a\nmessage-id:7\ncontent-length:0\n";
+	assert_int_equal(m->block_len[STOMP_1_2], strlen(v12));
+	assert_memory_equal(m->block[STOMP_1_2], v12, strlen(v12));
+	assert_int_equal(m->block_len[STOMP_1_1], strlen(v11));
+	assert_memory_equal(m->block[STOMP_1_1], v11, strlen(v11));
+	assert_int_equal(m->block_len[STOMP_1_0], strlen(v10));
+	assert_memory_equal(m->block[STOMP_1_0], v10, strlen(v10));
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_size_classes_and_reuse(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 64 << 20);
+	static char body[20000];
+	memset(body, 'x', sizeof(body));
+	size_t prev_size = 0;
+	for (size_t n = 0; n <= sizeof(body); n += 37) {
+		struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", body, n, 1);
+		size_t need = sizeof(struct msg) + m->block_len[0] + n + 1;
+		assert_true(m->size >= need);
+		/* Pooled classes waste at most a fifth; big ones are exact. */
+		if (need > 256)
+			assert_true(m->size <= need + need / 4 + 1);
+		assert_true(m->size >= prev_size);
+		prev_size = m->size;
+		assert_int_equal(pool.live_bytes, m->size);
+		/* Freed into the pool, the same block serves the same size again. */
+		struct msg *again_ptr = m;
+		msg_unref(m);
+		assert_int_equal(pool.live_bytes, 0);
+		struct msg *m2 = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", body, n, 2);
+		if (m2->pool_class >= 0)
+			assert_ptr_equal(m2, again_ptr);
+		msg_unref(m2);
+	}
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+	assert_int_equal(pool.bytes, 0);
+}
+
+static void
+test_pool_bounded(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 4096); /* room for a few small blocks only */
+	struct msg *m[64];
+	for (int i = 0; i < 64; i++)
+		m[i] = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", "abc", 3, (uint64_t)i);
+	assert_true(pool.live_bytes >= 64 * 256);
+	for (int i = 0; i < 64; i++)
+		msg_unref(m[i]);
+	assert_true(pool.bytes <= 4096);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_refcount(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/topic/t\n\n", "b", 1, 3);
+	msg_ref(m);
+	msg_ref(m);
+	size_t held = pool.live_bytes;
+	msg_unref(m);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, held); /* one holder left */
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_format_u64(void **state)
+{
+	(void)state;
+	char buf[24], want[24];
+	uint64_t samples[] = { 0, 1, 9, 10, 99, 100, 101, 999, 1000, 65535, 1234567890123ull,
+		UINT64_MAX };
+	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+		size_t n = msg_format_u64(buf, samples[i]);
+		snprintf(want, sizeof(want), "%llu", (unsigned long long)samples[i]);
+		assert_string_equal(buf, want);
+		assert_int_equal(n, strlen(want));
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_block_plain),
+		cmocka_unit_test(test_block_escaped_per_version),
+		cmocka_unit_test(test_size_classes_and_reuse),
+		cmocka_unit_test(test_pool_bounded),
+		cmocka_unit_test(test_refcount),
+		cmocka_unit_test(test_format_u64),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
