@@ -239,9 +239,11 @@ void
 conn_process(struct conn *c)
 {
 	struct frame *f;
+	bool completed = false;
 	while (c->state != CONN_CLOSING && !c->paused && c->reject_at_ms == 0) {
 		enum parser_result r = parser_next(&c->parser, &f);
 		if (r == PARSE_FRAME) {
+			completed = true;
 			proto_handle(c, f);
 		} else if (r == PARSE_ERROR) {
 			proto_error(c, parser_failed_frame(&c->parser), parser_error(&c->parser),
@@ -253,10 +255,11 @@ conn_process(struct conn *c)
 	}
 	if (c->state != CONN_CLOSING) {
 		parser_trim(&c->parser);
-		/* A frame left unfinished must be finished in time. */
+		/* A frame left unfinished must be finished in time; the clock
+		 * restarts with each frame, however the stream is split. */
 		if (!parser_mid_frame(&c->parser)) {
 			c->frame_started_ms = 0;
-		} else if (c->frame_started_ms == 0) {
+		} else if (c->frame_started_ms == 0 || completed) {
 			c->frame_started_ms = conn_now_ms(c);
 			conn_schedule(c);
 		}
