@@ -103,6 +103,12 @@ require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
 	const struct header *h = require(c, f, HDR_DESTINATION);
 	if (h == NULL)
 		return NULL;
+	/* An escaped CR or LF would make a name no STOMP 1.0 receiver can be
+	 * told (its MESSAGE would lose its destination): refuse such names. */
+	if (!f->plain && (memchr(h->value, '\n', h->value_len) || memchr(h->value, '\r', h->value_len))) {
+		fail(c, f, "invalid destination", "A destination name may not contain a CR or LF.");
+		return NULL;
+	}
 	if (!broker_address_kind(h->value, h->value_len, kind)) {
 		fail(c, f, "unknown destination",
 		    "'%.*s' is not a destination: use /queue/NAME (each message to one "

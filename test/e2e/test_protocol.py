@@ -342,6 +342,15 @@ class ErrorTest(BrokerTest):
         f = c.expect_error_and_close()
         self.assertIn("destination", f["message"])
 
+    def test_destination_with_escaped_newline_or_cr_is_refused(self):
+        """No STOMP 1.0 receiver could be told such a name (found by fuzzing)."""
+        for esc in (b"\\n", b"\\r"):
+            c = self.client()
+            c.send(b"SEND\ndestination:/queue/a" + esc + b"b\nreceipt:r\n\nx\0")
+            f = c.expect_error_and_close()
+            self.assertEqual(f["message"], "invalid destination")
+            self.assertEqual(f["receipt-id"], "r")
+
     def test_unsubscribe_without_id_1_2(self):
         c = self.client("1.2")
         subscribe(c, "/queue/u")
