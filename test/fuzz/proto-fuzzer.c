@@ -1,0 +1,492 @@
+/* proto-fuzzer.c - libFuzzer harness for the whole protocol handler: bytes
+ * from up to three clients in, the frames the broker sends them out, no
+ * network.
+ *
+ * Input: one seed byte, then segments separated by 0xFF bytes.  Segment i is
+ * what client i % 3 sends next; an empty segment means that client hangs up
+ * (conn_free, as on EOF) and a new one takes its place; so does a segment
+ * for a client whose connection eft closed (ERROR, DISCONNECT), which until
+ * then must be sent nothing more.  Each segment is fed
+ * to its socket-less connection in pieces whose sizes the seed picks, the way
+ * conn.c's reader does, and conn_process runs after each piece.  A producer
+ * that flow control paused is not read (its bytes wait) until
+ * broker_check_paused lets it go, as eftd's flush and paused timer do.
+ *
+ * After every step each client's new output is parsed with a second eft
+ * parser in the client's negotiated version, then taken out of the buffer
+ * (unless the seed made the third client a slow reader, whose output piles
+ * up until it hangs up, as a stuck consumer's does): it must parse, every frame
+ * must be CONNECTED, MESSAGE, RECEIPT or ERROR with the headers those need,
+ * CONNECTED comes first and once, ERROR has a message header and is the last
+ * thing a connection is sent.  Any violation abort()s; ASan and UBSan catch
+ * the rest, and a fresh broker per input lets LeakSanitizer see any
+ * reference that is never dropped. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "eft/broker.h"
+#include "eft/conn.h"
+#include "eft/log.h"
+#include "eft/parser.h"
+#include "eft/sub.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define NCLIENTS 3
+#define SEPARATOR 0xff
+
+#define CHECK(cond, ...)                                                            \
+	do {                                                                        \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "proto-fuzzer: %s (%s:%d): ", #cond, __FILE__, \
+			    __LINE__);                                              \
+			fprintf(stderr, __VA_ARGS__);                               \
+			fputc('\n', stderr);                                        \
+			abort();                                                    \
+		}                                                                   \
+	} while (0)
+
+/* Temp-queue names come from getrandom: make them predictable, so that an
+ * input can SEND to /reply-queue/eft.gen-AAAAAAAAAAAAAAAAAAAAAA (the first
+ * temp-queue of the input), ...AAAQ (the second) and so on, and replies
+ * reach their requester.  Nothing else in eft asks for random bytes. */
+static unsigned temp_counter;
+
+ssize_t
+getrandom(void *buf, size_t len, unsigned flags)
+{
+	(void)flags;
+	memset(buf, 0, len);
+	if (len > 0)
+		((unsigned char *)buf)[len - 1] = (unsigned char)temp_counter++;
+	return (ssize_t)len;
+}
+
+struct client {
+	struct conn *c;
+	struct parser out;          /* parses what the broker sent this client */
+	bool connected;             /* CONNECTED seen */
+	bool errored;               /* ERROR seen: nothing may follow */
+	bool closed;                /* seen CLOSING with its output taken */
+	bool slow;                  /* never reads: output stays queued until it hangs up */
+	size_t taken;               /* bytes of the output already checked */
+	uint8_t *sent;              /* what the client sent; eft has read up to `read` */
+	size_t nsent, read, cap;
+};
+
+static struct event_base *base;
+static struct client clients[NCLIENTS];
+static struct broker *broker;
+static uint32_t rng;
+static size_t max_piece;
+static bool trace; /* PROTO_FUZZER_TRACE=1: print what each client is sent */
+
+static uint32_t
+next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 17;
+	rng ^= rng << 5;
+	return rng;
+}
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	base = event_base_new();
+	if (base == NULL)
+		abort();
+	log_set_level(EFT_LOG_ERROR);
+	trace = getenv("PROTO_FUZZER_TRACE") != NULL;
+	return 0;
+}
+
+/* Output frames are checked with roomy limits: eft's own frames may be a
+ * little larger than what it accepts (MESSAGE adds headers). */
+static const struct parser_limits out_limits = {
+	.max_frame = 1u << 30,
+	.max_headers = 1u << 20,
+	.max_header_line = 1u << 24,
+	.max_body = 0,
+};
+
+static void
+client_open(struct client *cl, bool slow)
+{
+	memset(cl, 0, sizeof(*cl));
+	cl->slow = slow;
+	cl->c = conn_new(broker, -1, "fuzz");
+	CHECK(cl->c != NULL, "conn_new failed");
+	parser_init(&cl->out, &out_limits);
+}
+
+static bool
+has(const struct frame *f, enum hdr_id id)
+{
+	return frame_get(f, id) != NULL;
+}
+
+static const struct header *
+header(const struct frame *f, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < f->nhdr; i++)
+		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
+			return &f->hdr[i];
+	return NULL;
+}
+
+static bool
+cmd_is(const struct frame *f, const char *name)
+{
+	return f->cmd_len == strlen(name) && memcmp(f->cmd_name, name, f->cmd_len) == 0;
+}
+
+/* One frame the broker sent to cl, in the order it was sent. */
+static void
+check_frame(struct client *cl, const struct frame *f)
+{
+	int n = (int)(f->cmd_len > 40 ? 40 : f->cmd_len);
+	CHECK(!cl->errored, "%.*s sent after ERROR", n, f->cmd_name);
+	if (cmd_is(f, "CONNECTED")) {
+		CHECK(!cl->connected, "second CONNECTED");
+		cl->connected = true;
+		CHECK(header(f, "session") != NULL, "CONNECTED without session");
+		const struct header *v = header(f, "version");
+		enum stomp_version ver = STOMP_1_0;
+		if (v != NULL) {
+			CHECK(v->value_len == 3 && memcmp(v->value, "1.", 2) == 0 &&
+			    v->value[2] >= '0' && v->value[2] <= '2', "bad version header");
+			ver = (enum stomp_version)(v->value[2] - '0');
+			CHECK(header(f, "heart-beat") != NULL, "CONNECTED with version but no heart-beat");
+		}
+		CHECK(ver == cl->c->version, "CONNECTED says 1.%d, session is 1.%d", (int)ver,
+		    (int)cl->c->version);
+		/* From here on the broker escapes headers for this version. */
+		cl->out.version = ver;
+	} else if (cmd_is(f, "MESSAGE")) {
+		CHECK(cl->connected, "MESSAGE before CONNECTED");
+		const struct header *d = frame_get(f, HDR_DESTINATION);
+		enum address_kind kind;
+		CHECK(d != NULL, "MESSAGE without destination");
+		CHECK(broker_address_kind(d->value, d->value_len, &kind),
+		    "MESSAGE from destination '%.*s'", (int)d->value_len, d->value);
+		CHECK(has(f, HDR_MESSAGE_ID), "MESSAGE without message-id");
+		CHECK(has(f, HDR_CONTENT_LENGTH), "MESSAGE without content-length");
+		/* Only a 1.0 subscription made without an id has no subscription header. */
+		CHECK(cl->c->version == STOMP_1_0 || has(f, HDR_SUBSCRIPTION),
+		    "1.%d MESSAGE without subscription", (int)cl->c->version);
+		CHECK(!has(f, HDR_ACK) || cl->c->version == STOMP_1_2, "ack header before 1.2");
+	} else if (cmd_is(f, "RECEIPT")) {
+		CHECK(cl->connected, "RECEIPT before CONNECTED");
+		CHECK(header(f, "receipt-id") != NULL, "RECEIPT without receipt-id");
+	} else if (cmd_is(f, "ERROR")) {
+		const struct header *m = header(f, "message");
+		CHECK(m != NULL && m->value_len > 0, "ERROR without message");
+		CHECK(has(f, HDR_CONTENT_LENGTH), "ERROR without content-length");
+		cl->errored = true;
+	} else {
+		CHECK(false, "unexpected command '%.*s'", n, f->cmd_name);
+	}
+}
+
+/* The broker's own bookkeeping, checked whenever it is at rest: lists and
+ * counts agree, no destination is kept empty (unique names would pile up),
+ * and no queue holds messages while one of its subscribers could take one. */
+static void
+check_broker(void)
+{
+	struct dest *d, *dtmp;
+	HASH_ITER(hh, broker->dests, d, dtmp) {
+		const char *name = d->name;
+		size_t nsubs = 0;
+		bool could_take = false;
+		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+			CHECK(s->dest == d, "%s: subscription of another destination", name);
+			CHECK(s->dest_next == NULL || s->dest_next->dest_prev == s, "%s: sub list", name);
+			could_take |= sub_can_take(s);
+			nsubs++;
+		}
+		CHECK(nsubs == d->nsubs, "%s: %zu subscriptions listed, nsubs %zu", name, nsubs,
+		    d->nsubs);
+		struct sub *prev = NULL;
+		for (struct sub *s = d->ready_head; s != NULL; prev = s, s = s->ready_next) {
+			CHECK(s->in_ready && s->dest == d && s->ready_prev == prev, "%s: ready list",
+			    name);
+		}
+		CHECK(d->ready_tail == prev, "%s: ready list tail", name);
+		size_t bytes = 0;
+		for (size_t i = 0; i < d->q.count; i++) {
+			const struct msg *m = d->q.e[(d->q.head + i) % d->q.cap].msg;
+			CHECK(m->refs > 0, "%s: queued message %llu has no reference", name,
+			    (unsigned long long)m->id);
+			bytes += m->size;
+		}
+		CHECK(bytes == d->q.bytes, "%s: queue holds %zu bytes, counted %zu", name, bytes,
+		    d->q.bytes);
+		CHECK(d->kind == DEST_QUEUE || (d->q.count == 0 && d->ready_head == NULL),
+		    "%s: topic with a queue", name);
+		CHECK(d->nsubs > 0 || d->q.count > 0 || d->temp != NULL,
+		    "%s: empty destination kept", name);
+		CHECK(d->q.count == 0 || !could_take,
+		    "%s: %zu messages wait while a subscriber could take one", name, d->q.count);
+	}
+	for (struct conn *c = broker->conns; c != NULL; c = c->next) {
+		size_t unacked = 0;
+		struct sub *s, *stmp;
+		HASH_ITER(hh, c->subs, s, stmp) {
+			CHECK(s->conn == c, "subscription '%s' of another connection", s->id);
+			size_t n = 0;
+			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
+				CHECK(dl->sub == s && (dl->next == NULL || dl->next->prev == dl),
+				    "'%s': unacked list", s->id);
+				n++;
+			}
+			CHECK(n == s->n_unacked, "'%s': %zu unacked listed, n_unacked %zu", s->id, n,
+			    s->n_unacked);
+			CHECK(s->prefetch == 0 || n <= s->prefetch, "'%s': %zu unacked, prefetch %u",
+			    s->id, n, s->prefetch);
+			unacked += n;
+		}
+		CHECK(unacked == HASH_COUNT(c->deliveries), "%zu unacked listed, %u in the hash",
+		    unacked, HASH_COUNT(c->deliveries));
+	}
+}
+
+/* Once every connection is gone only queued messages are left, each held
+ * once, and message memory accounting agrees. */
+static void
+check_broker_idle(void)
+{
+	CHECK(broker->conns == NULL && broker->nconns == 0 && broker->paused == NULL,
+	    "connections left");
+	size_t bytes = 0;
+	struct dest *d, *dtmp;
+	HASH_ITER(hh, broker->dests, d, dtmp) {
+		CHECK(d->kind == DEST_QUEUE && d->q.count > 0 && d->temp == NULL && d->nsubs == 0,
+		    "%s: kept with nobody connected", d->name);
+		for (size_t i = 0; i < d->q.count; i++) {
+			const struct msg *m = d->q.e[(d->q.head + i) % d->q.cap].msg;
+			CHECK(m->refs == 1, "%s: message %llu has %u references", d->name,
+			    (unsigned long long)m->id, m->refs);
+		}
+		bytes += d->q.bytes;
+	}
+	CHECK(bytes == broker->msg_pool.live_bytes, "live_bytes %zu, queued %zu",
+	    broker->msg_pool.live_bytes, bytes);
+}
+
+/* Check what the broker queued for cl since last time, frame by frame, and
+ * (unless cl is slow) take it out, as a write to the socket would. */
+static void
+client_take_output(struct client *cl)
+{
+	struct conn *c = cl->c;
+	CHECK(outbuf_settle(&c->out) == 0, "outbuf_settle failed");
+	size_t total = evbuffer_get_length(c->out.buf), len = total - cl->taken;
+	CHECK(!(cl->closed && len > 0), "%zu bytes sent after the connection was closing", len);
+	if (len > 0) {
+		size_t avail;
+		char *space = parser_space(&cl->out, len, &avail);
+		CHECK(space != NULL, "parser_space failed");
+		struct evbuffer_ptr from;
+		CHECK(evbuffer_ptr_set(c->out.buf, &from, cl->taken, EVBUFFER_PTR_SET) == 0, "ptr_set");
+		CHECK(evbuffer_copyout_from(c->out.buf, &from, space, len) == (ssize_t)len, "copyout");
+		parser_commit(&cl->out, len);
+		if (trace) {
+			fprintf(stderr, "--- client %d is sent:\n", (int)(cl - clients));
+			for (size_t i = 0; i < len; i++)
+				fputs(space[i] == '\0' ? "^@\n" : (char[2]){ space[i], 0 }, stderr);
+		}
+		if (cl->slow) {
+			cl->taken = total;
+		} else {
+			/* Written: references to large bodies are dropped here. */
+			evbuffer_drain(c->out.buf, total);
+		}
+		for (;;) {
+			struct frame *f;
+			enum parser_result r = parser_next(&cl->out, &f);
+			CHECK(r != PARSE_ERROR, "malformed output frame: %s", parser_error(&cl->out));
+			if (r == PARSE_NEED_MORE)
+				break;
+			check_frame(cl, f);
+		}
+		/* eft writes whole frames. */
+		CHECK(!parser_mid_frame(&cl->out), "output ends inside a frame");
+	}
+	if (cl->errored)
+		CHECK(c->state == CONN_CLOSING, "ERROR sent but the connection stays open");
+	if (c->state == CONN_CLOSING)
+		cl->closed = true;
+}
+
+static void
+take_all_output(void)
+{
+	for (int i = 0; i < NCLIENTS; i++)
+		if (clients[i].c != NULL)
+			client_take_output(&clients[i]);
+	check_broker();
+}
+
+static void
+client_close(struct client *cl)
+{
+	conn_free(cl->c);
+	cl->c = NULL;
+	parser_free(&cl->out);
+	free(cl->sent);
+	cl->sent = NULL;
+	/* Requeued messages may have gone to the others. */
+	take_all_output();
+}
+
+static void
+client_send(struct client *cl, const uint8_t *bytes, size_t n)
+{
+	if (cl->nsent + n > cl->cap) {
+		size_t cap = cl->cap ? cl->cap : 256;
+		while (cap < cl->nsent + n)
+			cap *= 2;
+		uint8_t *p = realloc(cl->sent, cap);
+		CHECK(p != NULL, "out of memory");
+		cl->sent = p;
+		cl->cap = cap;
+	}
+	memcpy(cl->sent + cl->nsent, bytes, n);
+	cl->nsent += n;
+}
+
+/* Would eftd read from this client now? */
+static bool
+readable(const struct client *cl)
+{
+	return cl->c != NULL && cl->c->state != CONN_CLOSING && !cl->c->paused;
+}
+
+/* One read: a piece of what cl sent, then everything that follows from it. */
+static void
+client_step(struct client *cl)
+{
+	size_t piece = 1 + next_rand() % max_piece;
+	if (piece > cl->nsent - cl->read)
+		piece = cl->nsent - cl->read;
+	size_t avail;
+	char *space = parser_space(&cl->c->parser, piece, &avail);
+	CHECK(space != NULL && avail >= piece, "parser_space failed");
+	memcpy(space, cl->sent + cl->read, piece);
+	parser_commit(&cl->c->parser, piece);
+	cl->read += piece;
+	conn_process(cl->c);
+	/* What eftd's flush does at the end of each loop turn. */
+	if (broker->paused != NULL)
+		broker_check_paused(broker);
+	take_all_output();
+}
+
+/* Read from every client with bytes waiting until none can be read. */
+static void
+pump(void)
+{
+	bool progress = true;
+	while (progress) {
+		progress = false;
+		for (int i = 0; i < NCLIENTS; i++) {
+			struct client *cl = &clients[i];
+			if (cl->c != NULL && cl->c->state == CONN_CLOSING)
+				cl->read = cl->nsent; /* eftd stopped reading it */
+			if (cl->read < cl->nsent && readable(cl)) {
+				client_step(cl);
+				progress = true;
+			}
+		}
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	if (trace) fprintf(stderr, "=== input of %zu bytes\n", size);
+	uint8_t seed = data[0];
+	data++;
+	size--;
+
+	/* Seed bits: 0-2 the largest piece (1 to 64 bytes, or whole segments),
+	 * 3 queue limits of 3 messages and 1 KB or of 50 messages, 4
+	 * max-memory 2 KB (a few messages) or 1 MB, 5 output-high-water 4 KB
+	 * (the minimum) or the default, 6 message-cache off or 64 KB, 7 whether
+	 * the third client is slow: it never reads, so its output (references
+	 * to large bodies included) is still queued when it hangs up. */
+	unsigned shift = seed & 7;
+	max_piece = shift == 7 ? size + 1 : (size_t)1 << shift;
+	rng = 0x9e3779b9u ^ seed;
+	struct config cfg;
+	config_defaults(&cfg);
+	cfg.log_level = EFT_LOG_ERROR;
+	cfg.max_frame_size = 64 * 1024;
+	cfg.max_headers = 64;
+	cfg.max_header_line = 1024;
+	cfg.max_body_size = 32 * 1024;
+	cfg.max_subscriptions = 8;
+	cfg.max_queue_messages = (seed & 8) ? 3 : 50;
+	cfg.max_queue_bytes = (seed & 8) ? 1024 : 0;
+	cfg.max_memory = (seed & 16) ? 2048 : 1024 * 1024;
+	cfg.output_high_water = (seed & 32) ? 4096 : cfg.output_high_water;
+	cfg.message_cache = (seed & 64) ? 64 * 1024 : 0;
+	temp_counter = 0;
+	broker = broker_new(base, &cfg);
+	CHECK(broker != NULL, "broker_new failed");
+	bool slow = seed & 128;
+	for (int i = 0; i < NCLIENTS; i++)
+		client_open(&clients[i], slow && i == NCLIENTS - 1);
+
+	size_t seg = 0, start = 0;
+	for (size_t i = 0; i <= size; i++) {
+		if (i < size && data[i] != SEPARATOR)
+			continue;
+		struct client *cl = &clients[seg++ % NCLIENTS];
+		if (i == start) {
+			/* The client hangs up; someone new connects in its place. */
+			client_close(cl);
+			client_open(cl, cl->slow);
+		} else {
+			/* eftd frees a closing connection once its output is
+			 * written (or its grace period ends); the client then
+			 * connects again. */
+			if (cl->c->state == CONN_CLOSING) {
+				client_close(cl);
+				client_open(cl, cl->slow);
+			}
+			/* Behind whatever a paused client could not send yet. */
+			client_send(cl, data + start, i - start);
+		}
+		pump();
+		start = i + 1;
+	}
+	if (broker->paused != NULL)
+		broker_check_paused(broker);
+	take_all_output();
+
+	/* Hang up in an order the input decides. */
+	unsigned first = next_rand() % NCLIENTS;
+	for (unsigned i = 0; i < NCLIENTS; i++)
+		client_close(&clients[(first + i) % NCLIENTS]);
+	check_broker_idle();
+	broker_free(broker);
+	broker = NULL;
+	return 0;
+}
