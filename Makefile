@@ -112,4 +112,4 @@ fuzz-run: fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) test/fuzz/run
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

@@ -308,6 +308,10 @@ handle_send(struct conn *c, struct frame *f)
 	const struct header *rt = frame_get(f, HDR_REPLY_TO);
 	if (rt != NULL && rt->value_len > TEMP_PREFIX_LEN &&
 	    memcmp(rt->value, TEMP_PREFIX, TEMP_PREFIX_LEN) == 0) {
+		/* The name becomes a subscription id: same rule as destinations. */
+		if (!f->plain && (memchr(rt->value, '\n', rt->value_len) ||
+		    memchr(rt->value, '\r', rt->value_len)))
+			return fail(c, f, "invalid reply-to", "A temp-queue name may not contain a CR or LF.");
 		struct temp *tq = temp_get(c, rt->value, rt->value_len);
 		int rc = tq ? temp_auto_subscribe(c, tq) : -1;
 		if (rc == -2)
