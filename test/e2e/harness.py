@@ -141,6 +141,25 @@ def frame(command, headers=(), body=b""):
     return out + b"\n" + body + b"\0"
 
 
+def expect_receipt(c, rid, timeout=None):
+    """The next frame is the RECEIPT for rid."""
+    f = c.expect("RECEIPT", timeout)
+    if f.get("receipt-id") != rid:
+        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
+    return f
+
+
+def subscribe(c, dest, sid="0", ack=None, headers=()):
+    """SUBSCRIBE and wait for its RECEIPT, so the subscription is in place."""
+    h = [("destination", dest), ("id", sid)]
+    if ack:
+        h.append(("ack", ack))
+    h += list(headers)
+    h.append(("receipt", "sub-" + sid))
+    c.send_frame("SUBSCRIBE", h)
+    expect_receipt(c, "sub-" + sid)
+
+
 class Closed(Exception):
     pass
 

@@ -7,22 +7,7 @@ import struct
 import unittest
 
 from harness import BrokerTest, frame
-
-
-def expect_receipt(c, rid):
-    f = c.expect("RECEIPT")
-    if f.get("receipt-id") != rid:
-        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
-    return f
-
-
-def subscribe(c, dest, sid="0", ack=None):
-    h = [("destination", dest), ("id", sid)]
-    if ack:
-        h.append(("ack", ack))
-    h.append(("receipt", "sub-" + sid))
-    c.send_frame("SUBSCRIBE", h)
-    expect_receipt(c, "sub-" + sid)
+from harness import expect_receipt, subscribe
 
 
 def send_many(c, dest, bodies, receipt="done", headers=()):

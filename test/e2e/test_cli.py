@@ -13,6 +13,7 @@ import time
 import unittest
 
 from harness import BrokerTest, Broker, RawClient, EFTD, ROOT, SLOW, frame
+from harness import expect_receipt
 
 
 def run_eftd(*args, timeout=5):
@@ -37,13 +38,6 @@ def have_ipv6_loopback():
         return True
     except OSError:
         return False
-
-
-def expect_receipt(c, rid):
-    f = c.expect("RECEIPT")
-    if f.get("receipt-id") != rid:
-        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
-    return f
 
 
 class CliTest(BrokerTest):

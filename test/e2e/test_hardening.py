@@ -19,6 +19,7 @@ import unittest
 import zlib
 
 from harness import Broker, BrokerTest, Closed, Frame, RawClient, frame, SLOW
+from harness import expect_receipt, subscribe
 
 KB = 1024
 MB = 1024 * 1024
@@ -32,23 +33,6 @@ def note(fmt, *args):
 
 
 # ---- helpers ----------------------------------------------------------------
-
-def expect_receipt(c, rid, timeout=None):
-    f = c.expect("RECEIPT", timeout)
-    if f.get("receipt-id") != rid:
-        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
-    return f
-
-
-def subscribe(c, dest, sid="0", ack=None, headers=()):
-    h = [("destination", dest), ("id", sid)]
-    if ack:
-        h.append(("ack", ack))
-    h += list(headers)
-    h.append(("receipt", "sub-" + sid))
-    c.send_frame("SUBSCRIBE", h)
-    expect_receipt(c, "sub-" + sid)
-
 
 def receipt_among(c, rid, timeout=None):
     """Frames until the RECEIPT rid (a MESSAGE the frame caused may come first);

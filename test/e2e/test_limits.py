@@ -9,22 +9,11 @@ import time
 import unittest
 
 from harness import BrokerTest, frame, SLOW
+from harness import expect_receipt, subscribe
 
 FRAME_LIMIT = 1024
 HEADERS_LIMIT = 8
 LINE_LIMIT = 128
-
-
-def expect_receipt(c, rid):
-    f = c.expect("RECEIPT")
-    if f.get("receipt-id") != rid:
-        raise AssertionError("expected RECEIPT receipt-id:%s, got %r" % (rid, f))
-    return f
-
-
-def subscribe(c, dest, sid="0"):
-    c.send_frame("SUBSCRIBE", [("destination", dest), ("id", sid), ("receipt", "sub-" + sid)])
-    expect_receipt(c, "sub-" + sid)
 
 
 def send_in_background(sock, data):
