@@ -45,7 +45,7 @@ msgq_grow(struct msgq *q)
 	return 0;
 }
 
-int
+static int
 msgq_push_back(struct msgq *q, struct msg *m, bool redelivered)
 {
 	if (msgq_grow(q) != 0)
@@ -56,7 +56,7 @@ msgq_push_back(struct msgq *q, struct msg *m, bool redelivered)
 	return 0;
 }
 
-int
+static int
 msgq_push_front(struct msgq *q, struct msg *m, bool redelivered)
 {
 	if (msgq_grow(q) != 0)
@@ -68,7 +68,7 @@ msgq_push_front(struct msgq *q, struct msg *m, bool redelivered)
 	return 0;
 }
 
-bool
+static bool
 msgq_pop(struct msgq *q, struct qentry *out)
 {
 	if (q->count == 0)
@@ -80,7 +80,7 @@ msgq_pop(struct msgq *q, struct qentry *out)
 	return true;
 }
 
-void
+static void
 msgq_free(struct msgq *q)
 {
 	struct qentry e;

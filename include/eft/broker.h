@@ -129,9 +129,5 @@ void broker_check_paused(struct broker *b);
 void broker_want_flush(struct broker *b, struct conn *c);
 void broker_flush_remove(struct broker *b, struct conn *c);
 
-int msgq_push_back(struct msgq *q, struct msg *m, bool redelivered);
-int msgq_push_front(struct msgq *q, struct msg *m, bool redelivered);
-bool msgq_pop(struct msgq *q, struct qentry *out);
-void msgq_free(struct msgq *q);
 
 #endif
