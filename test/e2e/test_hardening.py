@@ -864,9 +864,9 @@ BIG = 64 * KB
 RSS_LIMIT = 300 * MB
 TOPIC_RSS_LIMIT = 100 * MB
 # An AddressSanitizer build keeps freed memory in its quarantine (256 MB by
-# default) and shadow memory besides: allow for that, the bound still catches
-# growth with the gigabyte sent.
-if "asan" in harness.BUILD:
+# default) and shadow memory besides, and valgrind (EFTD_WRAPPER) has its own
+# overhead: allow for that, the bound still catches growth with the gigabyte.
+if "asan" in harness.BUILD or harness.WRAPPER:
     RSS_LIMIT += 400 * MB
     TOPIC_RSS_LIMIT += 400 * MB
 
