@@ -871,7 +871,7 @@ if "asan" in harness.BUILD or harness.WRAPPER:
     TOPIC_RSS_LIMIT += 400 * MB
 
 
-class SlowConsumerGigabyteTest(unittest.TestCase):
+class SlowConsumerGigabyteTest(BrokerTest):
     """A producer sends EFT_SLOW_BYTES (default 1 GiB) in 64 KB messages to a
     topic with one subscriber that never reads and one that does, then fills
     a queue whose consumer never reads; a probe pair on another queue keeps
@@ -892,19 +892,6 @@ class SlowConsumerGigabyteTest(unittest.TestCase):
 
     config = ("max-output = 32m\nmax-queue-bytes = 128m\nmax-memory = 256m\n"
               "frame-timeout-ms = 600000\n")
-
-    def setUp(self):
-        self.broker = Broker(config=self.config).start()
-        self.clients = []
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        rc = self.broker.stop()
-        log = self.broker.read_log()
-        if os.path.exists(self.broker.log_path):
-            os.unlink(self.broker.log_path)
-        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-4000:])
 
     def client(self, cls=RawClient):
         c = cls(self.broker.port)
