@@ -202,9 +202,10 @@ class FakeBroker:
     has had its way with the list of (headers, body).  error: answer the
     first SEND with an ERROR frame carrying that message, then close."""
 
-    def __init__(self, tamper=None, error=None):
+    def __init__(self, tamper=None, error=None, connections=None):
         self.tamper = tamper or (lambda msgs: msgs)
         self.error = error
+        self.connections = connections     # stop listening after this many accepts
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind(("127.0.0.1", 0))
@@ -240,6 +241,9 @@ class FakeBroker:
             t = threading.Thread(target=self.serve, args=(sock,), daemon=True)
             self.threads.append(t)
             t.start()
+            if self.connections is not None and len(self.threads) >= self.connections:
+                self.lsock.close()      # the broker is gone for whoever comes next
+                return
 
     def serve(self, sock):
         try:
@@ -457,12 +461,54 @@ class BenchScript(unittest.TestCase):
 
 
 class EftBenchBrokerGone(unittest.TestCase):
+    """No broker: a prompt failure, not a hang, and no result: no table
+    header, no FAILED row, no CSV or JSON, just one line on stderr."""
+
+    def check_unreached(self, *args, port=None):
+        port = port or free_port()
+        rc, out, err = bench(*args, "-p", port, "-n", 10, "-t", 2, timeout=15)
+        what = "eft-bench %s -p %d\nstdout: %r\nstderr: %r" % (" ".join(map(str, args)), port,
+                                                                  out, err)
+        self.assertEqual(rc, 1, what)
+        self.assertEqual(out, "", what)
+        self.assertEqual(len(err.splitlines()), 1, what)
+        self.assertTrue(err.endswith("\n"), what)
+        self.assertIn("127.0.0.1 port %d" % port, err, what)
+        self.assertIn("cannot connect", err, what)
+        return err
+
     def test_nothing_listening(self):
-        """No broker: a prompt failure, not a hang."""
-        port = free_port()
-        rc, out, err = bench("sendrecv", "-p", port, "-n", 10, "-t", 2, "--csv", timeout=15)
+        self.check_unreached("sendrecv")
+
+    def test_nothing_listening_csv(self):
+        self.check_unreached("sendrecv", "--csv")
+
+    def test_nothing_listening_json(self):
+        self.check_unreached("sendrecv", "--json")
+
+    def test_nothing_listening_sizes(self):
+        """--sweep and --sizes stop at the first run: one line, not one per size."""
+        self.check_unreached("sendrecv", "--sweep")
+        self.check_unreached("sendrecv", "--sizes", "64,128", "--csv")
+        self.check_unreached("sendrecv", "--sweep", "--json")
+
+    def test_nothing_listening_every_mode(self):
+        self.check_unreached("stream", "--csv")
+        self.check_unreached("rpc", "-c", 2)
+        self.check_unreached("fanout", "-k", 3, "--json")
+
+    def test_broker_gone_between_sizes(self):
+        """The rows measured before the broker went away stay; then one line."""
+        with FakeBroker(connections=1) as fake:
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 50, "--sizes", "64,128,256",
+                                 "-t", 2, "--csv", timeout=15)
+        self.assertEqual(fake.failures, [], "the fake broker itself failed")
         self.assertEqual(rc, 1, out + err)
-        self.assertTrue(err.strip(), "no error message")
+        rows = parse_csv(self, out)
+        self.assertEqual([r["size"] for r in rows], [64], out)
+        self.assertEqual((rows[0]["complete"], rows[0]["delivered"]), (1, 50))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("cannot connect to 127.0.0.1 port %d" % fake.port, err)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,7 @@ conn_open(struct loop *l, const char *host, const char *port, const char *name)
 		.ai_flags = AI_NUMERICSERV }, *res, *ai;
 	int rc = getaddrinfo(host, port, &hints, &res);
 	if (rc != 0) {
+		l->unreached = l->nconns == 0;
 		loop_fail(l, NULL, "cannot resolve %s port %s: %s", host, port, gai_strerror(rc));
 		return NULL;
 	}
@@ -141,6 +142,7 @@ conn_open(struct loop *l, const char *host, const char *port, const char *name)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
+		l->unreached = l->nconns == 0;
 		loop_fail(l, NULL, "cannot connect to %s port %s for the %s connection: %s", host,
 		    port, name, strerror(err));
 		return NULL;

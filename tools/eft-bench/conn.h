@@ -57,6 +57,7 @@ struct loop {
 	uint64_t wake_ns;       /* a refill wants to run again at this time (pacing) */
 	enum loop_status status; /* sticky: the first failure is the one reported */
 	struct conn *failed_conn;
+	bool unreached;         /* the run's first connection could not be opened */
 	char err[768];
 	void (*progress)(void *arg);
 	void *progress_arg;
@@ -76,7 +77,8 @@ void loop_fail(struct loop *l, struct conn *c, const char *fmt, ...)
 /* A refill that paces itself asks to be called again at t. */
 void loop_wake_at(struct loop *l, uint64_t t);
 
-/* Open a TCP connection (bounded by the loop's timeout); NULL after loop_fail. */
+/* Open a TCP connection (bounded by the loop's timeout); NULL after loop_fail.
+ * When it is the loop's first connection, l->unreached says so. */
 struct conn *conn_open(struct loop *l, const char *host, const char *port, const char *name);
 void conn_close(struct conn *c);
 /* The next RECEIPT on c must carry this receipt-id. */

@@ -100,11 +100,14 @@ static const char common_help[] =
 "total_s / 10^6.  Latencies are in microseconds.  lost counts messages sent\n"
 "but never received when the run finished or timed out waiting for them.\n"
 "complete is 1 (true) when every message went and came within the limits;\n"
-"error says why a run failed.\n"
+"error says why a run failed.  A run whose first connection cannot be made\n"
+"(nothing listening, unknown host) has no row: eft-bench stops there and\n"
+"says why in one line on stderr.\n"
 "\n"
 "Exit status: 0 when every run completed and every message checked out;\n"
-"1 when a run failed (broker ERROR or closed connection, --timeout or\n"
-"--duration expired, or a lost, duplicated, reordered or corrupted message);\n"
+"1 when the broker could not be reached or a run failed (broker ERROR or\n"
+"closed connection, --timeout or --duration expired, or a lost, duplicated,\n"
+"reordered or corrupted message);\n"
 "2 for bad usage.\n";
 
 static const char sendrecv_help[] =
@@ -502,6 +505,13 @@ main(int argc, char **argv)
 		struct result r;
 		result_init(&r, &o, o.sizes[i]);
 		run(&o, o.sizes[i], i, &r);
+		/* Nothing was measured, and the next sizes would not get further:
+		 * no row, just the reason. */
+		if (r.unreached) {
+			report_error("%s", r.error);
+			status = 1;
+			break;
+		}
 		report_row(&r);
 		if (!result_ok(&r)) {
 			status = 1;

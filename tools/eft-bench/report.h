@@ -26,6 +26,7 @@ struct result {
 	uint64_t lost, duplicated, reordered, corrupted;
 	bool complete;        /* every message went and came within the limits */
 	bool expired;         /* --duration ran out during this run */
+	bool unreached;       /* its first connection failed: no result, only error */
 	char error[768];      /* why the run failed; "" if it did not */
 };
 

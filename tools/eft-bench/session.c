@@ -126,6 +126,7 @@ session_note_failure(const struct loop *l, struct result *r)
 		return;
 	snprintf(r->error, sizeof(r->error), "%s", l->err);
 	r->expired = l->status == LOOP_DEADLINE;
+	r->unreached = l->unreached;
 }
 
 void

@@ -33,7 +33,8 @@ void session_subscribe(struct conn *c, const struct opts *o, const char *dest, c
 void session_close_all(struct loop *l);
 
 struct result;
-/* After a run: the loop's failure, if any, becomes r's error. */
+/* After a run: the loop's failure, if any, becomes r's error (and
+ * r->unreached when the broker was never reached). */
 void session_note_failure(const struct loop *l, struct result *r);
 /* The CONNECTED server header of the first connection, for the report. */
 void session_note_server(const struct loop *l, struct result *r);
