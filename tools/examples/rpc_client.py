@@ -9,8 +9,10 @@ on_message gets the replies, with subscription:/temp-queue/rpc.
 
     python3 rpc_client.py [HOST] [PORT] [COUNT]   (or EFT_HOST, EFT_PORT; default 127.0.0.1 61613 5)
 
-Exits 0 when every request got its reply within 10 seconds, 1 otherwise.
+Exits 0 when every request got its reply within 10 seconds, 1 otherwise
+(with one line on stderr when it cannot connect).
 """
+import logging
 import os
 import sys
 import threading
@@ -23,12 +25,18 @@ host = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("EFT_HOST", "127.0.0
 port = int(sys.argv[2] if len(sys.argv) > 2 else os.environ.get("EFT_PORT", "61613"))
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 queue = os.environ.get("EFT_RPC_QUEUE", "/queue/rpc")
+# stomp.py logs a warning for each failed attempt; the script says it once.
+logging.getLogger("stomp.py").setLevel(logging.ERROR)
 
 
 class Replies(stomp.ConnectionListener):
     def __init__(self):
         self.cond = threading.Condition()
         self.replies = {}  # correlation-id -> reply body
+        self.error = None  # the message of the broker's ERROR frame
+
+    def on_error(self, frame):
+        self.error = frame.headers.get("message", "(no message)")
 
     def on_message(self, frame):
         with self.cond:
@@ -39,7 +47,13 @@ class Replies(stomp.ConnectionListener):
 listener = Replies()
 conn = stomp.Connection12([(host, port)], reconnect_attempts_max=1)
 conn.set_listener("replies", listener)
-conn.connect("guest", "guest", wait=True)
+try:
+    conn.connect("guest", "guest", wait=True)
+except stomp.exception.ConnectFailedException:
+    if listener.error:      # e.g. a wrong login
+        sys.exit("rpc_client.py: %s port %d refused the connection: %s"
+                 % (host, port, listener.error))
+    sys.exit("rpc_client.py: cannot connect to %s port %d: is eftd running?" % (host, port))
 
 pending = {}  # correlation-id -> request body
 for i in range(1, count + 1):

@@ -8,7 +8,8 @@
 #
 #   ruby rpc_client.rb [HOST] [PORT] [COUNT]   (or EFT_HOST, EFT_PORT; default 127.0.0.1 61613 5)
 #
-# Exits 0 when every request got its reply within 10 seconds, 1 otherwise.
+# Exits 0 when every request got its reply within 10 seconds, 1 otherwise
+# (with one line on stderr when it cannot connect).
 require 'securerandom'
 require 'stomp'
 require 'timeout'
@@ -18,7 +19,18 @@ port  = Integer(ARGV[1] || ENV['EFT_PORT'] || 61613)
 count = Integer(ARGV[2] || 5)
 queue = ENV['EFT_RPC_QUEUE'] || '/queue/rpc'
 
-conn = Stomp::Connection.open('guest', 'guest', host, port)
+begin
+  conn = Stomp::Connection.open('guest', 'guest', host, port)
+rescue SystemCallError, SocketError => e # "Connection refused - connect(2) for ..."
+  abort "rpc_client.rb: cannot connect to #{host} port #{port}: " \
+        "#{e.message.split(' - ').first} (is eftd running?)"
+end
+# An ERROR frame instead of CONNECTED (e.g. a wrong login) raises nothing.
+reply = conn.connection_frame
+unless reply&.command == 'CONNECTED'
+  abort "rpc_client.rb: #{host} port #{port} refused the connection: " \
+        "#{reply ? reply.headers['message'] : 'no answer'}"
+end
 
 pending = {} # correlation-id => request body
 1.upto(count) do |i|

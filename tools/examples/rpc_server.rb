@@ -7,16 +7,28 @@
 #
 #   ruby rpc_server.rb [HOST] [PORT]     (or EFT_HOST, EFT_PORT; default 127.0.0.1 61613)
 #
-# Stop it with Ctrl-C.
+# Stop it with Ctrl-C.  When it cannot connect it says why in one line on
+# stderr and exits 1.
 require 'stomp'
 
 host  = ARGV[0] || ENV['EFT_HOST'] || '127.0.0.1'
 port  = Integer(ARGV[1] || ENV['EFT_PORT'] || 61613)
 queue = ENV['EFT_RPC_QUEUE'] || '/queue/rpc'
 
-# Connection.open(login, passcode, host, port) speaks STOMP 1.0; eftd accepts
-# any login for now.
-conn = Stomp::Connection.open('guest', 'guest', host, port)
+# Connection.open(login, passcode, host, port) speaks STOMP 1.0; guest/guest
+# gets in unless eftd has allow-anonymous = no.
+begin
+  conn = Stomp::Connection.open('guest', 'guest', host, port)
+rescue SystemCallError, SocketError => e # "Connection refused - connect(2) for ..."
+  abort "rpc_server.rb: cannot connect to #{host} port #{port}: " \
+        "#{e.message.split(' - ').first} (is eftd running?)"
+end
+# An ERROR frame instead of CONNECTED (e.g. a wrong login) raises nothing.
+reply = conn.connection_frame
+unless reply&.command == 'CONNECTED'
+  abort "rpc_server.rb: #{host} port #{port} refused the connection: " \
+        "#{reply ? reply.headers['message'] : 'no answer'}"
+end
 conn.subscribe(queue)
 $stdout.sync = true
 puts "rpc_server: serving #{queue} on #{host}:#{port}"
