@@ -1,13 +1,63 @@
 /* config.c - eftd settings.  Everything has a default so eftd runs with no
- * file at all; the file only overrides.  Keys are the long flag names. */
+ * file at all; the file only overrides, and flags override the file.  Keys
+ * are the long flag names.  Every key is in one table, so that "given twice"
+ * and "where did this value come from" work the same for all of them. */
 #include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
+#include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eft/config.h"
+
+enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT };
+
+struct key_def {
+	const char *name;
+	enum value_type type;
+	size_t offset;
+	uint64_t min, max;      /* T_SIZE, T_UINT */
+	bool repeats;           /* may be given more than once (none yet) */
+};
+
+#define SIZE_KEY(id, key, field, lo, hi) \
+	[id] = { key, T_SIZE, offsetof(struct config, field), lo, hi, false }
+#define UINT_KEY(id, key, field, lo, hi) \
+	[id] = { key, T_UINT, offsetof(struct config, field), lo, hi, false }
+
+static const struct key_def keys[CFG_NKEYS] = {
+	[CFG_BIND] = { "bind", T_ADDR, offsetof(struct config, bind), 0, 0, false },
+	[CFG_PORT] = { "port", T_PORT, offsetof(struct config, port), 0, 65535, false },
+	[CFG_LOG_LEVEL] = { "log-level", T_LEVEL, offsetof(struct config, log_level), 0, 0, false },
+	SIZE_KEY(CFG_MAX_FRAME_SIZE, "max-frame-size", max_frame_size, 256, 1ull << 30),
+	SIZE_KEY(CFG_MAX_HEADERS, "max-headers", max_headers, 8, 1000000),
+	SIZE_KEY(CFG_MAX_HEADER_LINE, "max-header-line", max_header_line, 64, 16u << 20),
+	UINT_KEY(CFG_HEARTBEAT_MIN_MS, "heartbeat-min-ms", heartbeat_min_ms, 10, 3600000),
+	SIZE_KEY(CFG_OUTPUT_HIGH_WATER, "output-high-water", output_high_water, 4096, 1ull << 30),
+	SIZE_KEY(CFG_MAX_OUTPUT, "max-output", max_output, 64u << 10, 1ull << 40),
+	SIZE_KEY(CFG_MESSAGE_CACHE, "message-cache", message_cache, 0, 1ull << 40),
+	SIZE_KEY(CFG_MAX_QUEUE_MESSAGES, "max-queue-messages", max_queue_messages, 0, 1ull << 40),
+	SIZE_KEY(CFG_MAX_QUEUE_BYTES, "max-queue-bytes", max_queue_bytes, 0, 1ull << 50),
+	SIZE_KEY(CFG_MAX_MEMORY, "max-memory", max_memory, 0, 1ull << 50),
+	SIZE_KEY(CFG_MAX_BODY_SIZE, "max-body-size", max_body_size, 0, 1ull << 30),
+	SIZE_KEY(CFG_MAX_SUBSCRIPTIONS, "max-subscriptions", max_subscriptions, 1, 10000000),
+	SIZE_KEY(CFG_MAX_CONNECTIONS, "max-connections", max_connections, 0, 10000000),
+	UINT_KEY(CFG_CONNECT_TIMEOUT_MS, "connect-timeout-ms", connect_timeout_ms, 10, 86400000),
+	UINT_KEY(CFG_FRAME_TIMEOUT_MS, "frame-timeout-ms", frame_timeout_ms, 10, 86400000),
+	[CFG_USERS_FILE] = { "users-file", T_PATH, offsetof(struct config, users_file), 0, 0, false },
+	[CFG_ALLOW_ANONYMOUS] = { "allow-anonymous", T_BOOL, offsetof(struct config, allow_anonymous),
+		0, 0, false },
+	UINT_KEY(CFG_AUTH_DELAY_MS, "auth-delay-ms", auth_delay_ms, 0, 60000),
+};
+
+/* The default body limit; a frame must also carry headers, hence the extra
+ * megabyte in the default frame limit. */
+#define DEFAULT_BODY_SIZE (16u << 20)
+#define DEFAULT_FRAME_SIZE (DEFAULT_BODY_SIZE + (1u << 20))
+/* The least a frame with a body adds to it: "SEND\n", the blank line, the NUL. */
+#define FRAME_MIN_OVERHEAD 7
 
 void
 config_defaults(struct config *cfg)
@@ -16,13 +66,13 @@ config_defaults(struct config *cfg)
 	snprintf(cfg->bind, sizeof(cfg->bind), "127.0.0.1");
 	cfg->port = 61613;
 	cfg->log_level = EFT_LOG_INFO;
-	cfg->max_frame_size = 16u << 20;
+	cfg->max_frame_size = DEFAULT_FRAME_SIZE;
 	cfg->max_headers = 1000;
 	cfg->max_header_line = 64u << 10;
 	cfg->heartbeat_min_ms = 1000;
 	cfg->output_high_water = 512u << 10;
 	cfg->message_cache = 64u << 20;
-	cfg->max_body_size = 16u << 20;
+	cfg->max_body_size = DEFAULT_BODY_SIZE;
 	cfg->max_subscriptions = 1000;
 	cfg->max_connections = 0;
 	cfg->max_output = 64u << 20;
@@ -34,6 +84,12 @@ config_defaults(struct config *cfg)
 	cfg->auth_delay_ms = 1000;
 	cfg->users_file[0] = '\0';
 	cfg->allow_anonymous = true;
+}
+
+const char *
+config_key_name(enum config_key key)
+{
+	return keys[key].name;
 }
 
 static int
@@ -59,97 +115,89 @@ parse_size(const char *value, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-struct size_key {
-	const char *name;
-	size_t offset;
-	int is_unsigned; /* field is unsigned int rather than size_t */
-	uint64_t min, max;
-};
-
-static const struct size_key size_keys[] = {
-	{ "max-frame-size", offsetof(struct config, max_frame_size), 0, 256, 1ull << 30 },
-	{ "max-headers", offsetof(struct config, max_headers), 0, 8, 1000000 },
-	{ "max-header-line", offsetof(struct config, max_header_line), 0, 64, 16u << 20 },
-	{ "heartbeat-min-ms", offsetof(struct config, heartbeat_min_ms), 1, 10, 3600000 },
-	{ "output-high-water", offsetof(struct config, output_high_water), 0, 4096, 1ull << 30 },
-	{ "message-cache", offsetof(struct config, message_cache), 0, 0, 1ull << 40 },
-	{ "max-body-size", offsetof(struct config, max_body_size), 0, 0, 1ull << 30 },
-	{ "max-subscriptions", offsetof(struct config, max_subscriptions), 0, 1, 10000000 },
-	{ "max-connections", offsetof(struct config, max_connections), 0, 0, 10000000 },
-	{ "max-output", offsetof(struct config, max_output), 0, 64u << 10, 1ull << 40 },
-	{ "max-queue-messages", offsetof(struct config, max_queue_messages), 0, 0, 1ull << 40 },
-	{ "max-queue-bytes", offsetof(struct config, max_queue_bytes), 0, 0, 1ull << 50 },
-	{ "max-memory", offsetof(struct config, max_memory), 0, 0, 1ull << 50 },
-	{ "connect-timeout-ms", offsetof(struct config, connect_timeout_ms), 1, 10, 86400000 },
-	{ "frame-timeout-ms", offsetof(struct config, frame_timeout_ms), 1, 10, 86400000 },
-	{ "auth-delay-ms", offsetof(struct config, auth_delay_ms), 1, 0, 60000 },
-};
-
-int
-config_set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
+static int
+find_key(const char *name)
 {
-	if (strcmp(key, "bind") == 0) {
+	for (int i = 0; i < CFG_NKEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* Parse value into the field of key k; -1 with a reason. */
+static int
+set_value(struct config *cfg, const struct key_def *k, const char *value, char *err, size_t errlen)
+{
+	char *field = (char *)cfg + k->offset;
+	uint64_t n;
+	switch (k->type) {
+	case T_ADDR:
 		if (strlen(value) == 0 || strlen(value) >= sizeof(cfg->bind)) {
-			snprintf(err, errlen, "bind: bad address '%s'", value);
+			snprintf(err, errlen, "%s: bad address '%s'", k->name, value);
 			return -1;
 		}
-		snprintf(cfg->bind, sizeof(cfg->bind), "%s", value);
+		snprintf(field, sizeof(cfg->bind), "%s", value);
 		return 0;
-	}
-	if (strcmp(key, "port") == 0) {
-		uint64_t n;
-		if (parse_size(value, 0, 65535, &n) != 0) {
-			snprintf(err, errlen, "port: '%s' is not a port number (0-65535)", value);
-			return -1;
-		}
-		cfg->port = (uint16_t)n;
-		return 0;
-	}
-	if (strcmp(key, "users-file") == 0) {
-		if (strlen(value) >= sizeof(cfg->users_file)) {
-			snprintf(err, errlen, "users-file: path too long");
-			return -1;
-		}
-		snprintf(cfg->users_file, sizeof(cfg->users_file), "%s", value);
-		return 0;
-	}
-	if (strcmp(key, "allow-anonymous") == 0) {
-		if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
-			cfg->allow_anonymous = true;
-		else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
-			cfg->allow_anonymous = false;
-		else {
-			snprintf(err, errlen, "allow-anonymous: '%s' is not yes or no", value);
-			return -1;
-		}
-		return 0;
-	}
-	if (strcmp(key, "log-level") == 0) {
-		if (log_level_parse(value, &cfg->log_level) != 0) {
-			snprintf(err, errlen, "log-level: '%s' is not one of error, warn, info, debug", value);
-			return -1;
-		}
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(size_keys) / sizeof(size_keys[0]); i++) {
-		const struct size_key *k = &size_keys[i];
-		if (strcmp(key, k->name) != 0)
-			continue;
-		uint64_t n;
+	case T_PORT:
 		if (parse_size(value, k->min, k->max, &n) != 0) {
-			snprintf(err, errlen, "%s: '%s' is not a number from %llu to %llu", key, value,
-			    (unsigned long long)k->min, (unsigned long long)k->max);
+			snprintf(err, errlen, "%s: '%s' is not a port number (0-65535)", k->name, value);
 			return -1;
 		}
-		char *field = (char *)cfg + k->offset;
-		if (k->is_unsigned)
+		*(uint16_t *)field = (uint16_t)n;
+		return 0;
+	case T_LEVEL:
+		if (log_level_parse(value, (enum log_level *)field) != 0) {
+			snprintf(err, errlen, "%s: '%s' is not one of error, warn, info, debug",
+			    k->name, value);
+			return -1;
+		}
+		return 0;
+	case T_BOOL:
+		if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+			*(bool *)field = true;
+		else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
+		    strcmp(value, "0") == 0)
+			*(bool *)field = false;
+		else {
+			snprintf(err, errlen, "%s: '%s' is not yes or no", k->name, value);
+			return -1;
+		}
+		return 0;
+	case T_PATH:
+		if (strlen(value) >= PATH_MAX) {
+			snprintf(err, errlen, "%s: path too long", k->name);
+			return -1;
+		}
+		snprintf(field, PATH_MAX, "%s", value);
+		return 0;
+	case T_SIZE:
+	case T_UINT:
+		if (parse_size(value, k->min, k->max, &n) != 0) {
+			snprintf(err, errlen, "%s: '%s' is not a number from %llu to %llu", k->name,
+			    value, (unsigned long long)k->min, (unsigned long long)k->max);
+			return -1;
+		}
+		if (k->type == T_UINT)
 			*(unsigned *)field = (unsigned)n;
 		else
 			*(size_t *)field = (size_t)n;
 		return 0;
 	}
-	snprintf(err, errlen, "unknown setting '%s'", key);
 	return -1;
+}
+
+int
+config_set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	int i = find_key(key);
+	if (i < 0) {
+		snprintf(err, errlen, "unknown setting '%s'", key);
+		return -1;
+	}
+	if (set_value(cfg, &keys[i], value, err, errlen) != 0)
+		return -1;
+	cfg->origin[i] = CONFIG_FLAG;
+	return 0;
 }
 
 static char *
@@ -163,6 +211,53 @@ trim(char *s)
 	return s;
 }
 
+/* A relative path set in the file at `path` means a file beside it: eftd
+ * must find its users file whatever folder it was started from. */
+static int
+resolve_beside(char *file, const char *path)
+{
+	if (file[0] == '\0' || file[0] == '/')
+		return 0;
+	char dir[PATH_MAX], joined[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *real = realpath(dirname(dir), NULL);
+	if (real == NULL)
+		return -1;
+	int n = snprintf(joined, sizeof(joined), "%s/%s", real, file);
+	free(real);
+	if (n < 0 || (size_t)n >= sizeof(joined))
+		return -1;
+	memcpy(file, joined, (size_t)n + 1);
+	return 0;
+}
+
+/* One "key = value" line (comment and blanks gone); -1 with a reason. */
+static int
+load_line(struct config *cfg, char *s, int lineno, char *reason, size_t reasonlen)
+{
+	char *eq = strchr(s, '=');
+	if (eq == NULL) {
+		snprintf(reason, reasonlen, "expected 'key = value'");
+		return -1;
+	}
+	*eq = '\0';
+	char *key = trim(s);
+	int i = find_key(key);
+	if (i < 0) {
+		snprintf(reason, reasonlen, "unknown setting '%s'", key);
+		return -1;
+	}
+	if (cfg->origin[i] > 0 && !keys[i].repeats) {
+		snprintf(reason, reasonlen, "'%s' is given twice, on lines %d and %d: keep one",
+		    key, cfg->origin[i], lineno);
+		return -1;
+	}
+	if (set_value(cfg, &keys[i], trim(eq + 1), reason, reasonlen) != 0)
+		return -1;
+	cfg->origin[i] = lineno;
+	return 0;
+}
+
 int
 config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 {
@@ -171,7 +266,7 @@ config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read config %s: %s", path, strerror(errno));
 		return -1;
 	}
-	char line[1024];
+	char line[1024], reason[512];
 	int lineno = 0, rc = 0;
 	while (fgets(line, sizeof(line), f) != NULL) {
 		lineno++;
@@ -194,15 +289,7 @@ config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 		char *s = trim(line);
 		if (*s == '\0')
 			continue;
-		char *eq = strchr(s, '=');
-		if (eq == NULL) {
-			snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
-			rc = -1;
-			break;
-		}
-		*eq = '\0';
-		char reason[256];
-		if (config_set(cfg, trim(s), trim(eq + 1), reason, sizeof(reason)) != 0) {
+		if (load_line(cfg, s, lineno, reason, sizeof(reason)) != 0) {
 			snprintf(err, errlen, "%s:%d: %s", path, lineno, reason);
 			rc = -1;
 			break;
@@ -213,5 +300,79 @@ config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 		rc = -1;
 	}
 	fclose(f);
+	if (rc == 0 && cfg->origin[CFG_USERS_FILE] > 0 && resolve_beside(cfg->users_file, path) != 0) {
+		snprintf(err, errlen, "%s:%d: users-file: cannot resolve '%s' beside %s", path,
+		    cfg->origin[CFG_USERS_FILE], cfg->users_file, path);
+		rc = -1;
+	}
+	if (rc == 0)
+		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 	return rc;
+}
+
+/* "max-body-size (20m, line 4)" or "max-frame-size (16m, the default)". */
+static void
+describe(const struct config *cfg, enum config_key k, char *out, size_t outlen)
+{
+	size_t v = *(const size_t *)((const char *)cfg + keys[k].offset);
+	char num[32];
+	if (v != 0 && v % (1u << 20) == 0)
+		snprintf(num, sizeof(num), "%zum", v >> 20);
+	else if (v != 0 && v % 1024 == 0)
+		snprintf(num, sizeof(num), "%zuk", v >> 10);
+	else
+		snprintf(num, sizeof(num), "%zu", v);
+	if (cfg->origin[k] > 0)
+		snprintf(out, outlen, "%s (%s, line %d)", keys[k].name, num, cfg->origin[k]);
+	else if (cfg->origin[k] == CONFIG_FLAG)
+		snprintf(out, outlen, "%s (%s)", keys[k].name, num);
+	else
+		snprintf(out, outlen, "%s (%s, the default)", keys[k].name, num);
+}
+
+/* small <= large, where small's default may follow large: -1 with a reason
+ * naming both when the user set small above what large allows. */
+static int
+check_pair(struct config *cfg, enum config_key small, size_t allowed, enum config_key large,
+    const char *is, const char *than, size_t follow, char *err, size_t errlen)
+{
+	size_t *v = (size_t *)((char *)cfg + keys[small].offset);
+	if (*v <= allowed)
+		return 0;
+	if (cfg->origin[small] == CONFIG_DEFAULT) {
+		*v = follow;
+		return 0;
+	}
+	char a[128], b[128];
+	describe(cfg, small, a, sizeof(a));
+	describe(cfg, large, b, sizeof(b));
+	snprintf(err, errlen, "%s%s%s is %s %s%s: raise %s or lower %s",
+	    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "", a, is, b, than,
+	    keys[large].name, keys[small].name);
+	return -1;
+}
+
+int
+config_check(struct config *cfg, char *err, size_t errlen)
+{
+	if (!cfg->allow_anonymous && cfg->users_file[0] == '\0') {
+		snprintf(err, errlen, "%s%sallow-anonymous = no needs a users-file: without one "
+		    "nobody could log in; set users-file (make it with eft-passwd)",
+		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "");
+		return -1;
+	}
+	size_t frame = cfg->max_frame_size;
+	size_t carry = frame - FRAME_MIN_OVERHEAD;
+	/* A default body limit the frame cannot carry becomes "none of its own":
+	 * the frame limit bounds the body. */
+	if (check_pair(cfg, CFG_MAX_BODY_SIZE, carry, CFG_MAX_FRAME_SIZE,
+	    "more than a frame of", " can carry", 0, err, errlen) != 0)
+		return -1;
+	if (check_pair(cfg, CFG_MAX_HEADER_LINE, frame, CFG_MAX_FRAME_SIZE,
+	    "longer than a whole frame of", "", frame, err, errlen) != 0)
+		return -1;
+	if (check_pair(cfg, CFG_OUTPUT_HIGH_WATER, cfg->max_output - 1, CFG_MAX_OUTPUT,
+	    "not below", "", cfg->max_output / 2, err, errlen) != 0)
+		return -1;
+	return 0;
 }

@@ -5,6 +5,7 @@
  * NUL).  `scan` remembers how far each search got, so a frame arriving one
  * byte at a time is not rescanned.  The header block is split and unescaped
  * in place once it is complete, so header values point into the buffer. */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,11 +104,19 @@ fail(struct parser *p, const char *why)
 	return failed(p);
 }
 
-/* Fail on a configured limit, naming it so the client knows what to change. */
+/* Fail on a configured limit, naming the setting and the size, so the client
+ * (and the log) tell what to change.  The size is given exactly only when
+ * content-length declared it: otherwise how much had arrived would depend on
+ * how the input was split, and the same input must fail the same way. */
 static enum parser_result
-fail_limit(struct parser *p, const char *what, size_t limit)
+fail_limit(struct parser *p, const char *what, uint64_t declared, const char *key, size_t limit)
 {
-	snprintf(p->error, sizeof(p->error), "%s (limit %zu)", what, limit);
+	if (declared > 0)
+		snprintf(p->error, sizeof(p->error), "%s: %" PRIu64 " bytes (%s is %zu)", what,
+		    declared, key, limit);
+	else
+		snprintf(p->error, sizeof(p->error), "%s: more than %zu bytes (%s is %zu)", what,
+		    limit, key, limit);
 	return failed(p);
 }
 
@@ -245,8 +254,11 @@ take_line(struct parser *p, char *line, size_t n)
 		f->plain = true;
 		return PARSE_NEED_MORE;
 	}
-	if (f->nhdr >= p->limits.max_headers)
-		return fail_limit(p, "too many headers", p->limits.max_headers);
+	if (f->nhdr >= p->limits.max_headers) {
+		snprintf(p->error, sizeof(p->error), "too many headers: over %zu (max-headers is %zu)",
+		    p->limits.max_headers, p->limits.max_headers);
+		return failed(p);
+	}
 	if (f->nhdr == p->hdr_cap) {
 		size_t cap = p->hdr_cap ? p->hdr_cap * 2 : 16;
 		struct header *h = realloc(f->hdr, cap * sizeof(*h));
@@ -293,9 +305,11 @@ end_headers(struct parser *p)
 			return fail(p, "content-length is not a number");
 		size_t head = p->body_start - p->start;
 		if (p->limits.max_body && body_len > p->limits.max_body)
-			return fail_limit(p, "body too large", p->limits.max_body);
+			return fail_limit(p, "body too large", body_len, "max-body-size",
+			    p->limits.max_body);
 		if (body_len > p->limits.max_frame || head + body_len + 1 > p->limits.max_frame)
-			return fail_limit(p, "frame too large", p->limits.max_frame);
+			return fail_limit(p, "frame too large", body_len > p->limits.max_frame ?
+			    body_len : head + body_len + 1, "max-frame-size", p->limits.max_frame);
 		p->has_length = 1;
 		p->body_end = p->body_start + body_len;
 	}
@@ -322,7 +336,8 @@ scan_headers(struct parser *p)
 			if (q != line || p->nlines == 0)
 				return fail(p, "NUL byte inside the frame's headers");
 			if (p->line_start + 1 - p->start > p->limits.max_frame)
-				return fail_limit(p, "frame too large", p->limits.max_frame);
+				return fail_limit(p, "frame too large", 0, "max-frame-size",
+				    p->limits.max_frame);
 			p->body_start = p->line_start;
 			p->has_length = 1;
 			p->body_end = p->body_start;
@@ -334,7 +349,8 @@ scan_headers(struct parser *p)
 		if (n > 0 && q[-1] == '\r')
 			n--;
 		if (n > p->limits.max_header_line)
-			return fail_limit(p, "header line too long", p->limits.max_header_line);
+			return fail_limit(p, "header line too long", 0, "max-header-line",
+			    p->limits.max_header_line);
 		p->scan = p->line_start = (size_t)(q + 1 - p->buf);
 		if (n == 0) {
 			p->body_start = p->scan;
@@ -349,9 +365,10 @@ scan_headers(struct parser *p)
 	if (pending > 0 && p->buf[p->len - 1] == '\r')
 		pending--;
 	if (pending > p->limits.max_header_line)
-		return fail_limit(p, "header line too long", p->limits.max_header_line);
+		return fail_limit(p, "header line too long", 0, "max-header-line",
+		    p->limits.max_header_line);
 	if (p->len - p->start > p->limits.max_frame)
-		return fail_limit(p, "frame too large", p->limits.max_frame);
+		return fail_limit(p, "frame too large", 0, "max-frame-size", p->limits.max_frame);
 	return PARSE_NEED_MORE;
 }
 
@@ -405,16 +422,20 @@ parser_next(struct parser *p, struct frame **out)
 				if (nul == NULL) {
 					p->scan = p->len;
 					if (p->limits.max_body && p->len - p->body_start > p->limits.max_body)
-						return fail_limit(p, "body too large", p->limits.max_body);
+						return fail_limit(p, "body too large", 0,
+						    "max-body-size", p->limits.max_body);
 					if (p->len - p->start > p->limits.max_frame)
-						return fail_limit(p, "frame too large", p->limits.max_frame);
+						return fail_limit(p, "frame too large", 0,
+						    "max-frame-size", p->limits.max_frame);
 					return PARSE_NEED_MORE;
 				}
 				nul_at = (size_t)(nul - p->buf);
 				if (p->limits.max_body && nul_at - p->body_start > p->limits.max_body)
-					return fail_limit(p, "body too large", p->limits.max_body);
+					return fail_limit(p, "body too large", 0, "max-body-size",
+					    p->limits.max_body);
 				if (nul_at + 1 - p->start > p->limits.max_frame)
-					return fail_limit(p, "frame too large", p->limits.max_frame);
+					return fail_limit(p, "frame too large", 0, "max-frame-size",
+					    p->limits.max_frame);
 			}
 			p->frame.body = p->buf + p->body_start;
 			p->frame.body_len = nul_at - p->body_start;

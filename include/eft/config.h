@@ -1,12 +1,45 @@
-/* config.h - eftd settings: defaults, the key = value config file, overrides. */
+/* config.h - eftd settings: defaults, the key = value config file, overrides,
+ * and the checks that settings agree with each other. */
 #ifndef EFT_CONFIG_H
 #define EFT_CONFIG_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "eft/log.h"
+
+/* Every setting, in the order etc/eftd.conf lists them. */
+enum config_key {
+	CFG_BIND,
+	CFG_PORT,
+	CFG_LOG_LEVEL,
+	CFG_MAX_FRAME_SIZE,
+	CFG_MAX_HEADERS,
+	CFG_MAX_HEADER_LINE,
+	CFG_HEARTBEAT_MIN_MS,
+	CFG_OUTPUT_HIGH_WATER,
+	CFG_MAX_OUTPUT,
+	CFG_MESSAGE_CACHE,
+	CFG_MAX_QUEUE_MESSAGES,
+	CFG_MAX_QUEUE_BYTES,
+	CFG_MAX_MEMORY,
+	CFG_MAX_BODY_SIZE,
+	CFG_MAX_SUBSCRIPTIONS,
+	CFG_MAX_CONNECTIONS,
+	CFG_CONNECT_TIMEOUT_MS,
+	CFG_FRAME_TIMEOUT_MS,
+	CFG_USERS_FILE,
+	CFG_ALLOW_ANONYMOUS,
+	CFG_AUTH_DELAY_MS,
+	CFG_NKEYS
+};
+
+/* Where a setting's value came from. */
+#define CONFIG_DEFAULT 0  /* never set */
+#define CONFIG_FLAG (-1)  /* config_set: a command-line flag */
+/* > 0: that line of the config file */
 
 struct config {
 	char bind[64];             /* listen address */
@@ -18,7 +51,7 @@ struct config {
 	unsigned heartbeat_min_ms; /* shortest heart-beat interval agreed to, both ways */
 	size_t output_high_water;  /* pending output that pauses queue deliveries */
 	size_t message_cache;      /* freed message memory kept for reuse */
-	size_t max_body_size;      /* bytes in one frame body */
+	size_t max_body_size;      /* bytes in one frame body; 0: only max_frame_size applies */
 	size_t max_subscriptions;  /* per connection */
 	size_t max_connections;    /* in total; 0: as many as the open-file limit allows */
 	size_t max_output;         /* pending output before a connection is cut off as too slow */
@@ -28,14 +61,25 @@ struct config {
 	unsigned connect_timeout_ms; /* from accept to CONNECT */
 	unsigned frame_timeout_ms;   /* from a frame's first byte to its last */
 	unsigned auth_delay_ms;      /* before answering a failed login */
-	char users_file[256];      /* "" for none */
+	char users_file[PATH_MAX]; /* "" for none; relative to the config file's folder */
 	bool allow_anonymous;      /* CONNECT without a known login is accepted */
+	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
+	char path[PATH_MAX];       /* the config file read, or "" */
 };
 
 void config_defaults(struct config *cfg);
-/* Set one key; 0 on success, -1 with a reason in err. */
+/* Set one key, as a command-line flag does; 0 on success, -1 with a reason
+ * in err. */
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen);
-/* Read a key = value file ('#' comments, blank lines); -1 with a reason in err. */
+/* Read a key = value file ('#' comments, blank lines).  A key given twice is
+ * an error; a relative file setting (users-file) is taken relative to the
+ * file's folder.  -1 with "path:line: reason" in err. */
 int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
+/* After the file and the flags: settings that contradict each other are an
+ * error naming both (-1, reason in err).  Defaults that depend on another
+ * setting (max-body-size, max-header-line, output-high-water) follow it. */
+int config_check(struct config *cfg, char *err, size_t errlen);
+/* The key's name, e.g. "max-frame-size". */
+const char *config_key_name(enum config_key key);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -72,7 +73,11 @@ test_defaults(void **state)
 	assert_string_equal(cfg.bind, "127.0.0.1");
 	assert_int_equal(cfg.port, 61613);
 	assert_int_equal(cfg.log_level, EFT_LOG_INFO);
-	assert_int_equal(cfg.max_frame_size, 16u * 1024 * 1024);
+	assert_int_equal(cfg.max_frame_size, 17u * 1024 * 1024);
+	assert_int_equal(cfg.max_body_size, 16u * 1024 * 1024);
+	for (int k = 0; k < CFG_NKEYS; k++)
+		assert_int_equal(cfg.origin[k], CONFIG_DEFAULT);
+	assert_string_equal(cfg.path, "");
 	assert_int_equal(cfg.max_headers, 1000);
 	assert_int_equal(cfg.max_header_line, 64u * 1024);
 	assert_int_equal(cfg.heartbeat_min_ms, 1000);
@@ -301,17 +306,22 @@ test_set_keys_independent(void **state)
 	struct config def, cfg;
 	config_defaults(&def);
 	config_defaults(&cfg);
+	/* ... and records that a flag set it. */
 	set_ok(&cfg, "max-headers", "12");
 	assert_int_equal(cfg.max_headers, 12);
+	assert_int_equal(cfg.origin[CFG_MAX_HEADERS], CONFIG_FLAG);
 	cfg.max_headers = def.max_headers;
+	cfg.origin[CFG_MAX_HEADERS] = CONFIG_DEFAULT;
 	assert_memory_equal(&cfg, &def, sizeof(def));
 	set_ok(&cfg, "heartbeat-min-ms", "77");
 	assert_int_equal(cfg.heartbeat_min_ms, 77);
 	cfg.heartbeat_min_ms = def.heartbeat_min_ms;
+	cfg.origin[CFG_HEARTBEAT_MIN_MS] = CONFIG_DEFAULT;
 	assert_memory_equal(&cfg, &def, sizeof(def));
 	set_ok(&cfg, "port", "1234");
 	assert_int_equal(cfg.port, 1234);
 	cfg.port = def.port;
+	cfg.origin[CFG_PORT] = CONFIG_DEFAULT;
 	assert_memory_equal(&cfg, &def, sizeof(def));
 }
 
@@ -416,7 +426,11 @@ test_load_partial_keeps_defaults(void **state)
 	assert_int_equal(config_load(&cfg, t.path, err, sizeof(err)), 0);
 	remove_tmp(&t);
 	assert_int_equal(cfg.port, 9999);
+	assert_int_equal(cfg.origin[CFG_PORT], 1); /* the line it came from */
+	assert_string_equal(cfg.path, t.path);
 	cfg.port = def.port;
+	cfg.origin[CFG_PORT] = CONFIG_DEFAULT;
+	memset(cfg.path, 0, sizeof(cfg.path));
 	assert_memory_equal(&cfg, &def, sizeof(def));
 
 	/* An empty file, and one with only comments, change nothing. */
@@ -426,6 +440,7 @@ test_load_partial_keeps_defaults(void **state)
 		config_defaults(&cfg);
 		assert_int_equal(config_load(&cfg, t.path, err, sizeof(err)), 0);
 		remove_tmp(&t);
+		memset(cfg.path, 0, sizeof(cfg.path));
 		assert_memory_equal(&cfg, &def, sizeof(def));
 	}
 }
@@ -525,6 +540,171 @@ test_load_long_comment_line(void **state)
 	free(text);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mistakes said out loud: keys given twice, contradicting limits, paths      */
+
+static void
+test_load_key_twice_names_both_lines(void **state)
+{
+	(void)state;
+	load_bad("port = 1\n# x\nmax-headers = 9\nport = 2\n", 4, "'port' is given twice, on lines 1 and 4");
+	load_bad("users-file = /a\n\n\nusers-file = /a\n", 4, "lines 1 and 4");
+	load_bad("allow-anonymous = no\nallow-anonymous = no\n", 2, "allow-anonymous");
+	/* A flag over a file setting is not a duplicate: the flag wins. */
+	struct tmpfile t;
+	write_tmp(&t, "port = 1\n");
+	struct config cfg;
+	config_defaults(&cfg);
+	char err[256] = "";
+	assert_int_equal(config_load(&cfg, t.path, err, sizeof(err)), 0);
+	remove_tmp(&t);
+	set_ok(&cfg, "port", "2");
+	assert_int_equal(cfg.port, 2);
+}
+
+/* config_check on text loaded from a file: 0, or -1 with every needle. */
+static int
+check_text(const char *text, char *err, size_t errlen)
+{
+	struct tmpfile t;
+	write_tmp(&t, text);
+	struct config cfg;
+	config_defaults(&cfg);
+	err[0] = '\0';
+	int rc = config_load(&cfg, t.path, err, errlen);
+	remove_tmp(&t);
+	assert_int_equal(rc, 0);
+	return config_check(&cfg, err, errlen);
+}
+
+static void
+check_bad(const char *text, const char *a, const char *b)
+{
+	char err[512];
+	if (check_text(text, err, sizeof(err)) != -1) {
+		print_error("config_check should have failed for:\n%s\n", text);
+		fail();
+	}
+	str_contains(err, a);
+	str_contains(err, b);
+}
+
+static void
+test_check_anonymous_off_needs_users_file(void **state)
+{
+	(void)state;
+	check_bad("allow-anonymous = no\n", "allow-anonymous = no", "users-file");
+	char err[512];
+	assert_int_equal(check_text("allow-anonymous = no\nusers-file = /etc/eft-users\n", err,
+	    sizeof(err)), 0);
+	assert_int_equal(check_text("allow-anonymous = yes\n", err, sizeof(err)), 0);
+	/* Flags alone: the same rule. */
+	struct config cfg;
+	config_defaults(&cfg);
+	set_ok(&cfg, "allow-anonymous", "no");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	str_contains(err, "users-file");
+}
+
+static void
+test_check_contradicting_limits(void **state)
+{
+	(void)state;
+	/* Both given: an error naming both, with their lines. */
+	check_bad("max-frame-size = 1m\nmax-body-size = 2m\n", "max-body-size (2m, line 2)",
+	    "max-frame-size (1m, line 1)");
+	check_bad("max-frame-size = 1m\nmax-body-size = 1m\n", "max-body-size", "max-frame-size");
+	check_bad("max-output = 1m\noutput-high-water = 1m\n", "output-high-water (1m, line 2)",
+	    "max-output (1m, line 1)");
+	check_bad("max-output = 1m\noutput-high-water = 2m\n", "output-high-water", "max-output");
+	check_bad("max-frame-size = 4k\nmax-header-line = 8k\n", "max-header-line", "max-frame-size");
+	/* One given, against the other's default: still both named. */
+	check_bad("max-body-size = 100m\n", "max-body-size (100m, line 1)",
+	    "max-frame-size (17m, the default)");
+	check_bad("output-high-water = 64m\n", "output-high-water", "max-output (64m, the default)");
+
+	/* What a frame can carry is the limit, exactly. */
+	char err[512];
+	assert_int_equal(check_text("max-frame-size = 1m\nmax-body-size = 1048569\n", err,
+	    sizeof(err)), 0);
+	check_bad("max-frame-size = 1m\nmax-body-size = 1048570\n", "max-body-size", "max-frame-size");
+	assert_int_equal(check_text("max-output = 1m\noutput-high-water = 1048575\n", err,
+	    sizeof(err)), 0);
+}
+
+static void
+test_check_defaults_follow(void **state)
+{
+	(void)state;
+	/* The defaults agree with each other. */
+	struct config cfg;
+	char err[512];
+	config_defaults(&cfg);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.max_body_size, 16u << 20);
+	assert_int_equal(cfg.output_high_water, 512u << 10);
+
+	/* A smaller frame: the default body limit gives way to it. */
+	config_defaults(&cfg);
+	set_ok(&cfg, "max-frame-size", "1m");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.max_body_size, 0);
+	assert_int_equal(cfg.max_header_line, 64u << 10);
+	config_defaults(&cfg);
+	set_ok(&cfg, "max-frame-size", "1k");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.max_header_line, 1024);
+	/* A smaller max-output: the default high-water mark goes below it. */
+	config_defaults(&cfg);
+	set_ok(&cfg, "max-output", "256k");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.output_high_water, 128u << 10);
+}
+
+static void
+test_load_users_file_beside_config(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/eft-test-config-rel-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sub[300], path[400], want[400];
+	snprintf(sub, sizeof(sub), "%s/etc", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(path, sizeof(path), "%s/eftd.conf", sub);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("users-file = users\n", f);
+	fclose(f);
+
+	struct config cfg;
+	char err[512] = "";
+	/* From another folder, by a relative path to the config file. */
+	char cwd[400];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(dir), 0);
+	config_defaults(&cfg);
+	int rc = config_load(&cfg, "etc/eftd.conf", err, sizeof(err));
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(rc, 0);
+	char *real = realpath(sub, NULL);
+	assert_non_null(real);
+	snprintf(want, sizeof(want), "%s/users", real);
+	free(real);
+	assert_string_equal(cfg.users_file, want);
+
+	/* An absolute path stays as it is. */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("users-file = /srv/eft/users\n", f);
+	fclose(f);
+	config_defaults(&cfg);
+	assert_int_equal(config_load(&cfg, path, err, sizeof(err)), 0);
+	assert_string_equal(cfg.users_file, "/srv/eft/users");
+	unlink(path);
+	rmdir(sub);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -544,6 +724,11 @@ main(void)
 		cmocka_unit_test(test_load_bad_lines),
 		cmocka_unit_test(test_load_unreadable),
 		cmocka_unit_test(test_load_long_comment_line),
+		cmocka_unit_test(test_load_key_twice_names_both_lines),
+		cmocka_unit_test(test_check_anonymous_off_needs_users_file),
+		cmocka_unit_test(test_check_contradicting_limits),
+		cmocka_unit_test(test_check_defaults_follow),
+		cmocka_unit_test(test_load_users_file_beside_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
