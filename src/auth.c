@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sodium.h>
 #include <uthash.h>
@@ -309,6 +310,12 @@ auth_load(struct auth **out, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: cannot read users file: %s", path, strerror(errno));
 		goto fail;
 	}
+	/* Like ssh with a key file: hashes others can read can be guessed offline. */
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0)
+		log_warn("%s: the users file is open to group or others (mode %04o): "
+		    "chmod 600 it, owned by the user eftd runs as", path,
+		    (unsigned)(st.st_mode & 07777));
 	while ((n = getline(&line, &cap, f)) != -1) {
 		lineno++;
 		if (auth_parse_line(a, line, (size_t)n, path, lineno, reason, sizeof(reason)) != 0) {
@@ -331,6 +338,54 @@ fail:
 		fclose(f);
 	auth_free(a);
 	return -1;
+}
+
+/* ---- comparing ---- */
+
+static bool
+auth_perm_equal(const struct auth_perm *a, const struct auth_perm *b)
+{
+	if (a->all != b->all || a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->p[i].len != b->p[i].len || memcmp(a->p[i].s, b->p[i].s, a->p[i].len) != 0)
+			return false;
+	return true;
+}
+
+/* Append "; what: a, b, c" with at most a few names, to out. */
+static void
+auth_list(char *out, size_t outlen, const char *what, const struct auth *from,
+    const struct auth *other, bool changed)
+{
+	enum { SHOWN = 8 };
+	size_t n = 0, used = strlen(out);
+	const struct auth_user *u, *tmp, *o;
+	HASH_ITER(hh, from->users, u, tmp) {
+		o = auth_find(other, u->name, u->name_len);
+		bool listed = changed ? o != NULL && (strcmp(o->hash, u->hash) != 0 ||
+		    !auth_perm_equal(&o->read, &u->read) || !auth_perm_equal(&o->write, &u->write))
+		    : o == NULL;
+		if (!listed)
+			continue;
+		if (n < SHOWN && used < outlen)
+			used += (size_t)snprintf(out + used, outlen - used, "%s%s%s",
+			    n == 0 ? (used ? "; " : "") : ", ", n == 0 ? what : "", u->name);
+		n++;
+	}
+	if (n > SHOWN && used < outlen)
+		snprintf(out + used, outlen - used, " and %zu more", n - SHOWN);
+}
+
+void
+auth_diff(const struct auth *old, const struct auth *new, char *out, size_t outlen)
+{
+	out[0] = '\0';
+	auth_list(out, outlen, "added ", new, old, false);
+	auth_list(out, outlen, "removed ", old, new, false);
+	auth_list(out, outlen, "changed ", new, old, true);
+	if (out[0] == '\0')
+		snprintf(out, outlen, "no user added, removed or changed");
 }
 
 /* ---- checking ---- */

@@ -318,6 +318,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- flow control: limits on queues and on memory ---- */
 
 #define PAUSE_CHECK_MS 50
+#define REFUSING_MAX 64 /* refused connections lingering at once */
 
 bool
 broker_queue_full(const struct broker *b, const struct dest *d)
@@ -424,11 +425,20 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 		port = ntohs(in6->sin6_port);
 	}
 	snprintf(peer, sizeof(peer), sa->sa_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (b->nconns >= b->max_conns) {
-		/* Refuse cleanly and keep serving the others; say so once. */
+		/* Refuse cleanly and keep serving the others; say so once.  Each
+		 * refusal lingers until the client has read its ERROR; in a flood,
+		 * past REFUSING_MAX of those at once, the socket is just closed. */
 		static const char full[] = "ERROR\nmessage:too many connections\n\n";
 		if (b->refused++ == 0)
 			log_warn("connection limit (%zu) reached: refusing new connections", b->max_conns);
+		struct conn *c = b->refusing < REFUSING_MAX ? conn_new(b, fd, peer) : NULL;
+		if (c != NULL) {
+			conn_refuse(c);
+			return;
+		}
 		(void)send(fd, full, sizeof(full), MSG_NOSIGNAL | MSG_DONTWAIT);
 		evutil_closesocket(fd);
 		return;
@@ -438,12 +448,12 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 		    (unsigned long long)b->refused);
 		b->refused = 0;
 	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (conn_new(b, fd, peer) == NULL) {
 		log_error("%s: out of memory, connection refused", peer);
 		evutil_closesocket(fd);
+		return;
 	}
+	log_info("%s: connection open", peer);
 }
 
 static void
@@ -452,7 +462,8 @@ relisten_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct broker *b = arg;
-	evconnlistener_enable(b->listener);
+	if (b->listener != NULL)
+		evconnlistener_enable(b->listener);
 }
 
 static void
@@ -509,6 +520,63 @@ broker_listen(struct broker *b, char *err, size_t errlen)
 
 /* ---- life cycle ---- */
 
+static void
+stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	log_warn("%zu connections still open at the end of the shutdown grace period; "
+	    "closing them", b->nconns + b->refusing);
+	event_base_loopexit(b->base, NULL);
+}
+
+void
+broker_shutdown(struct broker *b, unsigned grace_ms)
+{
+	b->stopping = true;
+	if (b->listener != NULL) {
+		evconnlistener_free(b->listener);
+		b->listener = NULL;
+	}
+	/* No message moves to another connection while they all close: what a
+	 * subscriber had goes back to its queue and stays there. */
+	for (struct conn *c = b->conns; c != NULL; c = c->next)
+		c->out_blocked = true;
+	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		conn_shutdown(c);
+	}
+	if (b->conns == NULL) {
+		event_base_loopexit(b->base, NULL);
+		return;
+	}
+	struct timeval tv = { .tv_sec = grace_ms / 1000, .tv_usec = (grace_ms % 1000) * 1000 };
+	if (b->stop_ev == NULL || evtimer_add(b->stop_ev, &tv) != 0)
+		event_base_loopexit(b->base, NULL);
+}
+
+void
+broker_close_all(struct broker *b)
+{
+	while (b->conns != NULL)
+		conn_free(b->conns);
+}
+
+size_t
+broker_queued(const struct broker *b, size_t *ndests)
+{
+	size_t msgs = 0;
+	*ndests = 0;
+	for (const struct dest *d = b->dests; d != NULL; d = d->hh.next) {
+		if (d->q.count > 0) {
+			msgs += d->q.count;
+			(*ndests)++;
+		}
+	}
+	return msgs;
+}
+
 /* Like RabbitMQ's default memory watermark: 40% of physical memory. */
 static size_t
 broker_default_memory(void)
@@ -536,7 +604,9 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
 	b->paused_ev = evtimer_new(base, paused_cb, b);
 	b->relisten_ev = evtimer_new(base, relisten_cb, b);
-	if (b->flush_ev == NULL || b->paused_ev == NULL || b->relisten_ev == NULL) {
+	b->stop_ev = evtimer_new(base, stop_timeout_cb, b);
+	if (b->flush_ev == NULL || b->paused_ev == NULL || b->relisten_ev == NULL ||
+	    b->stop_ev == NULL) {
 		broker_free(b);
 		return NULL;
 	}
@@ -550,8 +620,7 @@ broker_free(struct broker *b)
 		return;
 	if (b->listener)
 		evconnlistener_free(b->listener);
-	while (b->conns != NULL)
-		conn_free(b->conns);
+	broker_close_all(b);
 	struct dest *d, *tmp;
 	HASH_ITER(hh, b->dests, d, tmp) {
 		HASH_DEL(b->dests, d);
@@ -563,6 +632,8 @@ broker_free(struct broker *b)
 		event_free(b->paused_ev);
 	if (b->relisten_ev)
 		event_free(b->relisten_ev);
+	if (b->stop_ev)
+		event_free(b->stop_ev);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 	free(b);

@@ -5,12 +5,19 @@
  * an evbuffer and is written by the broker's flush once per loop turn (and
  * on EV_WRITE when the socket was full), so a burst of deliveries costs one
  * writev, not one syscall each.  A connection whose output passes the
- * high-water mark gets no more queue messages until it drains. */
+ * high-water mark gets no more queue messages until it drains.
+ *
+ * Closing after an ERROR is a lingering close, as careful HTTP servers do it:
+ * write what is left, shut the write side, then read and drop what the peer
+ * still sends, for at most LINGER_MS and a byte budget.  Closing a socket
+ * whose receive buffer holds unread bytes sends a reset, and the peer's
+ * kernel then throws away our ERROR before the client reads it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -21,13 +28,17 @@
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/tx.h"
+#include "eft/wire.h"
 
 #define READ_CHUNK (64 * 1024)
 #define CLOSE_GRACE_MS 5000 /* after ERROR or DISCONNECT, time allowed to write what is left */
+#define LINGER_MS 2000      /* then, time allowed for the peer to stop sending */
+#define LINGER_BODY_MAX ((size_t)1 << 30) /* most of a refused body we wait for */
 
 static void read_cb(evutil_socket_t fd, short what, void *arg);
 static void write_cb(evutil_socket_t fd, short what, void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
+static void linger_cb(evutil_socket_t fd, short what, void *arg);
 static void paused_unlink(struct conn *c);
 
 uint64_t
@@ -82,7 +93,6 @@ conn_new(struct broker *b, int fd, const char *peer)
 		b->conns->prev = c;
 	b->conns = c;
 	b->stats.connections++;
-	log_info("%s: connection open", c->peer);
 	conn_schedule(c);
 	return c;
 fail:
@@ -118,7 +128,7 @@ conn_detach(struct conn *c)
 void
 conn_close_after_flush(struct conn *c)
 {
-	if (c->state == CONN_CLOSING)
+	if (c->state == CONN_CLOSING || c->state == CONN_LINGER)
 		return;
 	if (c->paused) {
 		paused_unlink(c);
@@ -140,10 +150,13 @@ conn_free(struct conn *c)
 	struct broker *b = c->broker;
 	if (c->paused)
 		paused_unlink(c);
-	if (c->state != CONN_CLOSING)
+	if (c->state != CONN_CLOSING && c->state != CONN_LINGER)
 		conn_detach(c);
 	broker_flush_remove(b, c);
-	b->nconns--;
+	if (c->refused)
+		b->refusing--;
+	else
+		b->nconns--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -155,11 +168,95 @@ conn_free(struct conn *c)
 		event_free(c->ev_write);
 		event_free(c->ev_timer);
 		evutil_closesocket(c->fd);
-		log_info("%s: connection closed", c->peer);
+		if (!c->refused)
+			log_info("%s: connection closed", c->peer);
 	}
 	outbuf_free(&c->out);
 	parser_free(&c->parser);
 	free(c);
+	if (b->stopping && b->conns == NULL)
+		event_base_loopexit(b->base, NULL);
+}
+
+void
+conn_refuse(struct conn *c)
+{
+	struct broker *b = c->broker;
+	c->refused = true;
+	b->nconns--;
+	b->refusing++;
+	b->stats.connections--;
+	if (wire_error(&c->out, c->version, "too many connections", NULL, 0, NULL,
+	    "The server has as many connections as it may (max-connections); try again later.") != 0) {
+		conn_free(c);
+		return;
+	}
+	conn_close_after_flush(c);
+}
+
+void
+conn_shutdown(struct conn *c)
+{
+	if (c->state == CONN_OPEN && c->version >= STOMP_1_1 &&
+	    wire_error(&c->out, c->version, "server shutting down", NULL, 0, NULL,
+	    "The server is stopping; reconnect later.") != 0)
+		log_error("%s: out of memory writing ERROR", c->peer);
+	conn_close_after_flush(c);
+}
+
+/* What a lingering close reads before giving up: a frame's worth, and the
+ * rest of a too-large body the peer announced, since it is most likely
+ * still sending it and should get to read the ERROR. */
+static size_t
+linger_budget(const struct conn *c)
+{
+	size_t budget = c->broker->cfg->max_frame_size;
+	const struct frame *f = parser_failed_frame(&c->parser);
+	const struct header *cl = f ? frame_get(f, HDR_CONTENT_LENGTH) : NULL;
+	uint64_t declared;
+	if (cl != NULL && frame_parse_u64(cl->value, cl->value_len, &declared) == 0)
+		budget += declared < LINGER_BODY_MAX ? (size_t)declared : LINGER_BODY_MAX;
+	return budget;
+}
+
+/* Everything is written: shut the write side (the peer sees the end after
+ * our last frame) and drop input until the peer closes.  -1 if c must be
+ * freed now. */
+static int
+conn_linger(struct conn *c)
+{
+	size_t budget = linger_budget(c);
+	parser_free(&c->parser); /* nothing more is parsed */
+	event_del(c->ev_read);
+	event_del(c->ev_write);
+	if (shutdown(c->fd, SHUT_WR) != 0 ||
+	    event_assign(c->ev_read, c->broker->base, c->fd, EV_READ | EV_PERSIST, linger_cb, c) != 0 ||
+	    event_add(c->ev_read, NULL) != 0)
+		return -1;
+	c->state = CONN_LINGER;
+	c->linger_left = budget;
+	c->close_deadline_ms = conn_now_ms(c) + LINGER_MS;
+	c->timer_due = 0;
+	conn_schedule(c);
+	return 0;
+}
+
+static void
+linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct conn *c = arg;
+	char sink[64 * 1024];
+	ssize_t n = read(fd, sink, sizeof(sink));
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n > 0 && (size_t)n < c->linger_left) {
+		c->linger_left -= (size_t)n;
+		return;
+	}
+	if (n > 0)
+		log_info("%s: still sending after its connection was ended; closing", c->peer);
+	conn_free(c);
 }
 
 void
@@ -226,6 +323,8 @@ conn_flush(struct conn *c)
 	} else {
 		event_del(c->ev_write);
 		if (c->state == CONN_CLOSING) {
+			if (conn_linger(c) == 0)
+				return 0;
 			conn_free(c);
 			return -1;
 		}
@@ -314,7 +413,7 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 static uint64_t
 next_deadline(const struct conn *c)
 {
-	if (c->state == CONN_CLOSING)
+	if (c->state == CONN_CLOSING || c->state == CONN_LINGER)
 		return c->close_deadline_ms;
 	const struct config *cfg = c->broker->cfg;
 	uint64_t due = UINT64_MAX;
@@ -355,9 +454,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	const struct config *cfg = c->broker->cfg;
 	uint64_t now = conn_now_ms(c);
 	c->timer_due = 0;
-	if (c->state == CONN_CLOSING) {
+	if (c->state == CONN_CLOSING || c->state == CONN_LINGER) {
 		if (now >= c->close_deadline_ms) {
-			log_info("%s: peer did not read its last output in time", c->peer);
+			if (c->state == CONN_CLOSING)
+				log_info("%s: peer did not read its last output in time", c->peer);
+			else
+				log_debug("%s: peer did not close in time after the end", c->peer);
 			conn_free(c);
 			return;
 		}
@@ -444,7 +546,7 @@ conn_resume(struct conn *c)
 	c->paused = false;
 	c->paused_on = NULL;
 	c->last_read_ms = conn_now_ms(c); /* we did not read: the client was not silent */
-	if (c->ev_read != NULL && c->state != CONN_CLOSING)
+	if (c->ev_read != NULL && c->state != CONN_CLOSING && c->state != CONN_LINGER)
 		event_add(c->ev_read, NULL);
 	log_debug("%s: resumed", c->peer);
 	/* Frames that arrived with the one that paused us are still buffered. */

@@ -54,3 +54,23 @@ log_msg(enum log_level level, const char *fmt, ...)
 	fprintf(stderr, "%s.%03ld eftd %s: %s\n", stamp, (long)(tv.tv_usec / 1000),
 	    level_names[level], line);
 }
+
+const char *
+log_clean(char *out, size_t outlen, const char *s, size_t len)
+{
+	if (outlen == 0)
+		return out;
+	size_t room = outlen - 1, n = len < room ? len : room;
+	if (len > room && room >= 3)
+		n = room - 3;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		out[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	if (len > n && room >= 3) {
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+	return out;
+}

@@ -16,6 +16,7 @@
 #include "eft/broker.h"
 #include "eft/config.h"
 #include "eft/log.h"
+#include "eft/proto.h"
 #include "eft/version.h"
 
 static void
@@ -33,7 +34,8 @@ usage(FILE *out)
 	    "  -V, --version          print the version and exit\n"
 	    "  -h, --help             print this help and exit\n"
 	    "\n"
-	    "Flags override the config file.  SIGINT or SIGTERM stops eftd cleanly.\n",
+	    "Flags override the config file.  SIGINT or SIGTERM stops eftd cleanly;\n"
+	    "SIGHUP reloads the users file.\n",
 	    EFT_VERSION);
 }
 
@@ -61,12 +63,55 @@ raise_fd_limit(void)
 	return rl.rlim_cur > RESERVED_FDS ? (size_t)rl.rlim_cur - RESERVED_FDS : 1;
 }
 
+/* Time the clients get, at shutdown, to read their ERROR and close. */
+#define SHUTDOWN_GRACE_MS 3000
+
+/* SIGINT, SIGTERM: tell the clients and close their connections, then end
+ * the loop.  A second signal ends it at once. */
 static void
 stop_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
-	log_info("signal %d: shutting down", (int)sig);
-	event_base_loopexit(arg, NULL);
+	struct broker *b = arg;
+	if (b->stopping) {
+		log_warn("signal %d again: stopping now", (int)sig);
+		event_base_loopexit(b->base, NULL);
+		return;
+	}
+	log_info("signal %d: shutting down (%zu connections to close)", (int)sig, b->nconns);
+	broker_shutdown(b, SHUTDOWN_GRACE_MS);
+}
+
+/* SIGHUP: read the users file again.  Connections stay; a broken file
+ * changes nothing. */
+static void
+reload_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	struct broker *b = arg;
+	const char *path = b->cfg->users_file;
+	struct auth *users;
+	char err[512], changes[512];
+	if (path[0] == '\0') {
+		log_warn("SIGHUP: no users-file is set, so there is nothing to reload "
+		    "(other settings take effect at a restart)");
+		return;
+	}
+	if (auth_load(&users, path, err, sizeof(err)) != 0) {
+		log_error("SIGHUP: users file not reloaded, keeping the %zu user%s loaded before: %s",
+		    auth_count(b->auth), auth_count(b->auth) == 1 ? "" : "s", err);
+		return;
+	}
+	auth_diff(b->auth, users, changes, sizeof(changes));
+	size_t n = auth_count(users);
+	size_t closed = proto_replace_users(b, users);
+	if (closed > 0)
+		log_info("SIGHUP: reloaded %s: %zu user%s (%s); closed %zu connection%s of "
+		    "removed users", path, n, n == 1 ? "" : "s", changes, closed,
+		    closed == 1 ? "" : "s");
+	else
+		log_info("SIGHUP: reloaded %s: %zu user%s (%s)", path, n, n == 1 ? "" : "s", changes);
 }
 
 /* The port actually bound (differs from the config for port 0). */
@@ -149,12 +194,16 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (config_check(&cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		return 1;
+	}
 	log_set_level(cfg.log_level);
 	/* A peer that vanishes must not kill the broker; write() reports EPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 
 	int rc = 1;
-	struct event *sigint = NULL, *sigterm = NULL;
+	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
 	struct broker *b = NULL;
 	struct event_base *base = event_base_new();
 	if (base == NULL) {
@@ -171,7 +220,8 @@ main(int argc, char **argv)
 			fprintf(stderr, "eftd: %s\n", err);
 			goto out;
 		}
-		log_info("%zu users from %s; anonymous connections %s", auth_count(b->auth),
+		size_t n = auth_count(b->auth);
+		log_info("%zu user%s from %s; anonymous connections %s", n, n == 1 ? "" : "s",
 		    cfg.users_file, cfg.allow_anonymous ? "allowed" : "refused");
 	}
 	size_t fit = raise_fd_limit();
@@ -183,21 +233,29 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: %s\n", err);
 		goto out;
 	}
-	sigint = evsignal_new(base, SIGINT, stop_cb, base);
-	sigterm = evsignal_new(base, SIGTERM, stop_cb, base);
-	if (sigint == NULL || sigterm == NULL || event_add(sigint, NULL) != 0 ||
-	    event_add(sigterm, NULL) != 0) {
+	sigint = evsignal_new(base, SIGINT, stop_cb, b);
+	sigterm = evsignal_new(base, SIGTERM, stop_cb, b);
+	sighup = evsignal_new(base, SIGHUP, reload_cb, b);
+	if (sigint == NULL || sigterm == NULL || sighup == NULL || event_add(sigint, NULL) != 0 ||
+	    event_add(sigterm, NULL) != 0 || event_add(sighup, NULL) != 0) {
 		fprintf(stderr, "eftd: cannot install signal handlers\n");
 		goto out;
 	}
 	log_info("eft %s listening on %s port %u (libevent %s, %s)", EFT_VERSION, cfg.bind,
 	    bound_port(b), event_get_version(), event_base_get_method(base));
-	log_info("up to %zu connections; messages may hold %zu MB (max-memory)", b->max_conns,
-	    b->max_memory >> 20);
+	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
+	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (event_base_dispatch(base) < 0) {
 		fprintf(stderr, "eftd: event loop failed\n");
 		goto out;
 	}
+	broker_close_all(b);
+	size_t ndests, queued = broker_queued(b, &ndests);
+	if (queued > 0)
+		log_warn("discarding %zu queued message%s on %zu destination%s (eftd keeps "
+		    "messages in memory only)", queued, queued == 1 ? "" : "s", ndests,
+		    ndests == 1 ? "" : "s");
+	/* The last line logged. */
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
 	    "%llu replies dropped (temp-queue owner gone)",
 	    (unsigned long long)b->stats.connections, (unsigned long long)b->stats.msgs_in,
@@ -209,6 +267,8 @@ out:
 		event_free(sigint);
 	if (sigterm)
 		event_free(sigterm);
+	if (sighup)
+		event_free(sighup);
 	event_base_free(base);
 	libevent_global_shutdown();
 	return rc;

@@ -29,23 +29,56 @@ enum result { RESULT_OK, RESULT_DONE, RESULT_FAILED };
 
 typedef enum result (*handler_fn)(struct conn *c, struct frame *f);
 
-/* The ERROR, with one extra header line if extra is not NULL. */
+/* What an error was about, for its log line: "SEND /queue/x, user alice". */
 static void
-send_error(struct conn *c, const struct frame *f, const char *message, const char *extra,
-    const char *detail)
+error_context(const struct conn *c, const struct frame *f, char *out, size_t outlen)
+{
+	char cmd[40], dest[160], user[80];
+	const struct header *d = f ? frame_get(f, HDR_DESTINATION) : NULL;
+	cmd[0] = dest[0] = user[0] = '\0';
+	if (f != NULL && f->cmd != CMD_UNKNOWN)
+		snprintf(cmd, sizeof(cmd), "%s", frame_cmd_name(f->cmd));
+	else if (f != NULL && f->cmd_name != NULL)
+		log_clean(cmd, sizeof(cmd), f->cmd_name, f->cmd_len);
+	if (d != NULL)
+		log_clean(dest, sizeof(dest), d->value, d->value_len);
+	if (c->user != NULL)
+		log_clean(user, sizeof(user), auth_user_name(c->user), strlen(auth_user_name(c->user)));
+	snprintf(out, outlen, "%s%s%s%s%s%s", cmd, cmd[0] && dest[0] ? " " : "", dest,
+	    (cmd[0] || dest[0]) && user[0] ? ", " : "", user[0] ? "user " : "", user);
+}
+
+/* The ERROR, with one extra header line if extra is not NULL, logged at
+ * `level` (warn for refusals that concern security). */
+static void
+send_error(struct conn *c, const struct frame *f, enum log_level level, const char *message,
+    const char *extra, const char *detail)
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
+	char context[320];
 	if (wire_error(&c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
 	    extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
-	log_info("%s: protocol error: %s", c->peer, message);
+	error_context(c, f, context, sizeof(context));
+	log_msg(level, "%s: protocol error: %s%s%s%s", c->peer, message, context[0] ? " [" : "",
+	    context, context[0] ? "]" : "");
 	conn_close_after_flush(c);
 }
 
 void
 proto_error(struct conn *c, const struct frame *f, const char *message, const char *detail)
 {
-	send_error(c, f, message, NULL, detail);
+	send_error(c, f, EFT_LOG_INFO, message, NULL, detail);
+}
+
+static enum result
+vfail(struct conn *c, const struct frame *f, enum log_level level, const char *message,
+    const char *fmt, va_list ap)
+{
+	char detail[512];
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	send_error(c, f, level, message, NULL, detail);
+	return RESULT_FAILED;
 }
 
 static enum result
@@ -55,13 +88,26 @@ fail(struct conn *c, const struct frame *f, const char *message, const char *fmt
 static enum result
 fail(struct conn *c, const struct frame *f, const char *message, const char *fmt, ...)
 {
-	char detail[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
+	enum result r = vfail(c, f, EFT_LOG_INFO, message, fmt, ap);
 	va_end(ap);
-	proto_error(c, f, message, detail);
-	return RESULT_FAILED;
+	return r;
+}
+
+/* A refusal that concerns security (permissions, logins): logged at warn. */
+static enum result
+refuse(struct conn *c, const struct frame *f, const char *message, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum result
+refuse(struct conn *c, const struct frame *f, const char *message, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum result r = vfail(c, f, EFT_LOG_WARN, message, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 static enum result
@@ -198,8 +244,8 @@ heartbeat_interval(unsigned asked, unsigned floor)
 }
 
 /* With a users file: a known login must bring its passcode; an unknown
- * login or none is let in only with allow-anonymous.  False after arranging
- * the (delayed) ERROR. */
+ * login or none is let in only with allow-anonymous.  False after the ERROR
+ * (for a wrong login or passcode, a delayed one). */
 static bool
 authenticate(struct conn *c, const struct frame *f, const struct header *login)
 {
@@ -207,17 +253,23 @@ authenticate(struct conn *c, const struct frame *f, const struct header *login)
 	if (b->auth == NULL)
 		return true;
 	bool anonymous_ok = b->cfg->allow_anonymous;
+	if (login == NULL && !anonymous_ok) {
+		refuse(c, f, "login required", "This server requires a login and passcode "
+		    "in CONNECT (allow-anonymous = no).");
+		return false;
+	}
 	const struct header *pass = frame_get(f, HDR_PASSCODE);
 	if (login != NULL && (!anonymous_ok || auth_find(b->auth, login->value, login->value_len))) {
 		c->user = auth_check(b->auth, login->value, login->value_len,
 		    pass ? pass->value : NULL, pass ? pass->value_len : 0);
 		if (c->user != NULL)
 			return true;
-	} else if (anonymous_ok) {
+	} else {
 		return true;
 	}
-	log_warn("%s: authentication failed for login '%.*s'", c->peer,
-	    login ? (int)(login->value_len > 64 ? 64 : login->value_len) : 0, login ? login->value : "");
+	char name[80];
+	log_warn("%s: authentication failed for login '%s'", c->peer,
+	    log_clean(name, sizeof(name), login->value, login->value_len));
 	conn_reject_later(c, b->cfg->auth_delay_ms);
 	return false;
 }
@@ -236,7 +288,8 @@ handle_connect(struct conn *c, struct frame *f)
 		snprintf(detail, sizeof(detail),
 		    "Supported protocol versions are 1.0, 1.1 and 1.2; the client accepts '%.*s'.",
 		    (int)(av->value_len > 100 ? 100 : av->value_len), av->value);
-		send_error(c, f, "unsupported protocol version", "version:1.0,1.1,1.2\n", detail);
+		send_error(c, f, EFT_LOG_INFO, "unsupported protocol version", "version:1.0,1.1,1.2\n",
+		    detail);
 		return RESULT_FAILED;
 	}
 	unsigned cx = 0, cy = 0;
@@ -273,9 +326,11 @@ handle_connect(struct conn *c, struct frame *f)
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
 		return fail_oom(c, f);
 	conn_schedule(c);
-	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%.*s", c->peer, v,
-	    c->session, login ? ", login " : "", login ? (int)(login->value_len > 64 ? 64 :
-	    login->value_len) : 0, login ? login->value : "");
+	char name[80] = "";
+	if (login != NULL)
+		log_clean(name, sizeof(name), login->value, login->value_len);
+	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%s", c->peer, v,
+	    c->session, login ? ", login " : "", name);
 	return RESULT_DONE; /* CONNECT takes no receipt */
 }
 
@@ -289,7 +344,7 @@ handle_send(struct conn *c, struct frame *f)
 	if (dh == NULL)
 		return RESULT_FAILED;
 	if (!auth_may_write(c->user, dh->value, dh->value_len))
-		return fail(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
+		return refuse(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
 		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
 	bool failed;
 	struct tx *t = frame_tx(c, f, &failed);
@@ -349,7 +404,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	if (dh == NULL)
 		return RESULT_FAILED;
 	if (!auth_may_read(c->user, dh->value, dh->value_len))
-		return fail(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
+		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
 		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
 	if (kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
@@ -386,10 +441,15 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
-	if (HASH_COUNT(c->subs) >= c->broker->cfg->max_subscriptions)
-		return fail(c, f, "too many subscriptions",
+	if (HASH_COUNT(c->subs) >= c->broker->cfg->max_subscriptions) {
+		char message[96];
+		snprintf(message, sizeof(message), "too many subscriptions: over %zu "
+		    "(max-subscriptions is %zu)", c->broker->cfg->max_subscriptions,
+		    c->broker->cfg->max_subscriptions);
+		return fail(c, f, message,
 		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
 		    HASH_COUNT(c->subs));
+	}
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
 	if (ph == NULL)
@@ -558,6 +618,33 @@ handle_disconnect(struct conn *c, struct frame *f)
 	log_debug("%s: DISCONNECT", c->peer);
 	conn_close_after_flush(c);
 	return RESULT_DONE;
+}
+
+/* ---- a reloaded users file ---- */
+
+size_t
+proto_replace_users(struct broker *b, struct auth *users)
+{
+	size_t closed = 0;
+	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		if (c->user == NULL)
+			continue;
+		const char *name = auth_user_name(c->user);
+		const struct auth_user *u = auth_find(users, name, strlen(name));
+		if (u != NULL) {
+			c->user = u; /* new permissions apply at once */
+			continue;
+		}
+		if (c->state == CONN_OPEN) {
+			refuse(c, NULL, "user removed", "User '%s' is no longer in the users file.", name);
+			closed++;
+		}
+		c->user = NULL; /* closing: it handles no more frames */
+	}
+	auth_free(b->auth);
+	b->auth = users;
+	return closed;
 }
 
 static const handler_fn handlers[CMD_COUNT] = {

@@ -42,12 +42,16 @@ struct auth_user;
 /* The Argon2id memory cost of the hashes auth_hash_password makes. */
 #define AUTH_HASH_MEMLIMIT (16u << 20)
 
-/* Read a users file.  0 and *out set, or -1 with "path:line: reason" (or
+/* Read a users file (and warn in the log if group or others may read it).
+ * 0 and *out set, or -1 with "path:line: reason" (or
  * "path: reason") in err and *out NULL. */
 int auth_load(struct auth **out, const char *path, char *err, size_t errlen);
 void auth_free(struct auth *a);
 /* Users in the file. */
 size_t auth_count(const struct auth *a);
+/* What changed from old to new, for a log line: "added carol; removed bob;
+ * changed alice" (a user changes with its hash or its permissions). */
+void auth_diff(const struct auth *old, const struct auth *new, char *out, size_t outlen);
 /* The user called name, or NULL; checks no password. */
 const struct auth_user *auth_find(const struct auth *a, const char *name, size_t len);
 

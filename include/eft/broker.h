@@ -88,6 +88,9 @@ struct broker {
 	uint64_t refused;                    /* connections refused since the limit was hit */
 	struct event *relisten_ev;           /* re-enables accept after EMFILE */
 	struct auth *auth;                   /* users file, or NULL: anyone may connect */
+	size_t refusing;                     /* refused connections still getting their ERROR */
+	bool stopping;                       /* shutting down: the loop ends when conns do */
+	struct event *stop_ev;               /* ends the loop if they take too long */
 };
 
 /* NULL if out of memory. */
@@ -95,6 +98,13 @@ struct broker *broker_new(struct event_base *base, const struct config *cfg);
 void broker_free(struct broker *b);
 /* Start listening on cfg->bind:cfg->port; -1 with a reason in err. */
 int broker_listen(struct broker *b, char *err, size_t errlen);
+/* Begin a clean stop: accept nothing more, tell every client and close every
+ * connection; the loop ends when they are gone or after grace_ms. */
+void broker_shutdown(struct broker *b, unsigned grace_ms);
+/* Close whatever connections are left, at once. */
+void broker_close_all(struct broker *b);
+/* Messages waiting in queues, and on how many queues (*ndests). */
+size_t broker_queued(const struct broker *b, size_t *ndests);
 
 /* Is name a destination eftd serves?  Fills kind. */
 bool broker_address_kind(const char *name, size_t len, enum address_kind *kind);

@@ -20,7 +20,9 @@ struct auth_user;
 enum conn_state {
 	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
 	CONN_OPEN,
-	CONN_CLOSING,       /* detached from the broker; writing what is left, then closed */
+	CONN_CLOSING,       /* detached from the broker; writing what is left, then lingering */
+	CONN_LINGER,        /* all written and the write side shut: input is read and dropped
+	                     * until the peer closes, or a time or byte bound, then closed */
 };
 
 struct conn {
@@ -48,7 +50,9 @@ struct conn {
 	uint64_t last_read_ms, last_write_ms;
 	uint64_t opened_ms;
 	uint64_t frame_started_ms;     /* a frame is partly read since; 0 if none */
-	uint64_t close_deadline_ms;    /* CLOSING: freed by then even if output is left */
+	uint64_t close_deadline_ms;    /* CLOSING, LINGER: freed by then */
+	size_t linger_left;            /* LINGER: input bytes still to drop before closing */
+	bool refused;                  /* over max-connections: only gets its ERROR */
 	uint64_t timer_due;            /* when the timer fires; 0 if not armed */
 	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
@@ -63,8 +67,17 @@ struct conn {
 struct conn *conn_new(struct broker *b, int fd, const char *peer);
 /* Close now: detach from the broker, drop unsent output, free. */
 void conn_free(struct conn *c);
-/* Stop reading, detach from the broker, close once the output is written. */
+/* Stop handling frames, detach from the broker; once the output is written,
+ * shut the write side and drop input for a bounded time and amount before
+ * closing (a lingering close), so that the peer reads our last frame instead
+ * of a reset. */
 void conn_close_after_flush(struct conn *c);
+/* Over the connection limit: an ERROR saying so, then a lingering close.
+ * The connection no longer counts in broker->nconns. */
+void conn_refuse(struct conn *c);
+/* The broker is stopping: STOMP 1.1 and 1.2 sessions get an ERROR saying
+ * so; every connection closes as conn_close_after_flush does. */
+void conn_shutdown(struct conn *c);
 /* Feed received bytes through the parser and the protocol handlers. */
 void conn_process(struct conn *c);
 /* Write pending output; called by the broker's flush. Returns -1 if c was freed. */

@@ -2,6 +2,8 @@
 #ifndef EFT_LOG_H
 #define EFT_LOG_H
 
+#include <stddef.h>
+
 enum log_level { EFT_LOG_ERROR, EFT_LOG_WARN, EFT_LOG_INFO, EFT_LOG_DEBUG };
 
 /* The level is process-wide, like syslog's mask: every module logs. */
@@ -10,6 +12,9 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *name, enum log_level *out);
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Client text fit for a log line: at most outlen - 1 bytes of s, control
+ * characters as '?', "..." when cut.  Returns out. */
+const char *log_clean(char *out, size_t outlen, const char *s, size_t len);
 
 #define log_error(...) log_msg(EFT_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(EFT_LOG_WARN, __VA_ARGS__)

@@ -253,13 +253,14 @@ class RawClient:
         return f
 
     def expect_closed(self, timeout=None):
+        """The server ends the connection; then we close our end, as real
+        clients do (eftd's lingering close waits for that, up to 2 s)."""
         deadline = time.time() + (timeout if timeout is not None else self.timeout)
         while True:
             try:
                 self._fill(deadline)
-            except Closed:
-                return
-            except ConnectionResetError:
+            except (Closed, ConnectionResetError):
+                self.close()
                 return
 
     def expect_nothing(self, wait=0.2):

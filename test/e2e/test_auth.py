@@ -4,7 +4,9 @@ and write prefixes.  Uses etc/users.example (alice/wonderland: everything;
 bob/builder: read /topic/ only, write nothing)."""
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -58,6 +60,34 @@ class Closed(harness.BrokerTest):
         self.assertEqual(connect(a, "alice", "wonderland").command, "CONNECTED")
         a.send_frame("SUBSCRIBE", {"id": "s", "destination": "/queue/sneak"})
         a.expect_nothing(0.3)
+
+    def test_no_login_is_told_a_login_is_required(self):
+        for version in ("1.0", "1.2"):
+            c = self.raw()
+            t0 = time.time()
+            h = [("accept-version", version)] if version != "1.0" else []
+            c.send_frame("CONNECT", h + [("host", "/")])
+            f = c.expect_error_and_close()
+            self.assertEqual(f["message"], "login required")
+            self.assertIn("login and passcode", f.body.decode())
+            self.assertLess(time.time() - t0, DELAY_MS / 1000, "no delay: nothing was guessed")
+        lines = [l for l in self.broker.read_log().splitlines() if "login required" in l]
+        self.assertEqual(len(lines), 2)
+        self.assertIn(" warn: ", lines[0])
+
+    def test_refusals_logged_at_warn_naming_user_and_destination(self):
+        c = self.raw()
+        connect(c, "bob", "builder")
+        c.send_frame("SEND", {"destination": "/queue/secret"}, "x")
+        c.expect_error_and_close()
+        lines = [l for l in self.broker.read_log().splitlines() if "permission denied" in l]
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(" warn: ", lines[0])
+        self.assertIn("SEND /queue/secret", lines[0])
+        self.assertIn("user bob", lines[0])
+        connect(self.raw(), "alice", "nope")
+        self.assertRegex(self.broker.read_log(),
+                         r" warn: 127\.0\.0\.1:\d+: authentication failed for login 'alice'")
 
     def test_unknown_user_and_no_login_refused(self):
         for login, pw in (("mallory", "x"), (None, None), ("guest", "guest")):
@@ -139,6 +169,87 @@ class Open(harness.BrokerTest):
         self.clients.append(c)
         self.assertEqual(connect(c, "bob", "wrong").command, "ERROR")
         c.expect_closed()
+
+
+def example_users():
+    with open(USERS) as f:
+        return f.read()
+
+
+def run_eftd(args, cwd=None):
+    return subprocess.run([harness.EFTD] + args, capture_output=True, text=True, timeout=10,
+                          cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+class StartupChecks(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="eftd-auth-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def write(self, name, text, mode=0o600):
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def test_anonymous_off_without_users_file_refuses_to_start(self):
+        """A setting that asks for authentication must never mean none."""
+        conf = self.write("eftd.conf", "allow-anonymous = no\n")
+        r = run_eftd(["-p", "0", "-c", conf])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        err = r.stderr.strip().splitlines()
+        self.assertEqual(len(err), 1, r.stderr)
+        self.assertIn("allow-anonymous = no", err[0])
+        self.assertIn("users-file", err[0])
+
+    def start(self, conf, cwd=None):
+        """eftd -c conf from cwd; returns (broker process, port, log path)."""
+        b = harness.Broker(args=["-c", conf])
+        b.config_text = None
+        if cwd is not None:
+            old = os.getcwd()
+            os.chdir(cwd)
+            try:
+                b.start()
+            finally:
+                os.chdir(old)
+        else:
+            b.start()
+        self.addCleanup(lambda: (b.stop(), os.path.exists(b.log_path) and os.unlink(b.log_path)))
+        return b
+
+    def test_users_file_readable_by_others_is_warned_about(self):
+        users = self.write("users", example_users(), mode=0o644)
+        conf = self.write("eftd.conf", "users-file = %s\n" % users)
+        b = self.start(conf)
+        self.assertRegex(b.read_log(), r" warn: .*users: the users file is open to group or "
+                         r"others \(mode 0644\): chmod 600 it")
+        self.assertIn("2 users from", b.read_log())
+        os.chmod(users, 0o600)
+        b2 = self.start(conf)
+        self.assertNotIn("open to group or others", b2.read_log())
+
+    def test_one_user_is_one_user(self):
+        alice = [l for l in example_users().splitlines(True) if l.startswith("alice:")][0]
+        users = self.write("users", alice)
+        b = self.start(self.write("eftd.conf", "users-file = %s\n" % users))
+        self.assertIn(" 1 user from %s;" % users, b.read_log())
+
+    def test_relative_users_file_is_beside_the_config_from_any_folder(self):
+        """The README's example: users-file = users in etc/eftd.conf means etc/users."""
+        self.write("etc/users", example_users())
+        conf = self.write("etc/eftd.conf", "users-file = users\nallow-anonymous = no\n"
+                          "auth-delay-ms = 0\n")
+        elsewhere = tempfile.mkdtemp(prefix="eftd-cwd-")
+        self.addCleanup(shutil.rmtree, elsewhere, True)
+        for cwd, path in ((self.dir, "etc/eftd.conf"), (elsewhere, conf), ("/", conf)):
+            b = self.start(path, cwd=cwd)
+            self.assertIn("2 users from %s/etc/users" % os.path.realpath(self.dir), b.read_log())
+            c = harness.RawClient(b.port)
+            self.assertEqual(connect(c, "alice", "wonderland").command, "CONNECTED")
+            c.close()
 
 
 class BadUsersFile(unittest.TestCase):

@@ -136,6 +136,25 @@ class CliTest(BrokerTest):
         path = self.write_config("max-headers = 10\nport 61613\n")
         self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"), "%s:2" % path)
 
+    def test_config_key_given_twice_names_both_lines(self):
+        path = self.write_config("port = 1\nmax-headers = 10\n\n# again\nmax-headers = 20\n")
+        line = self.assert_one_line_failure(run_eftd("-c", path), "%s:5" % path)
+        self.assertIn("'max-headers' is given twice, on lines 2 and 5", line)
+
+    def test_contradicting_limits_name_both(self):
+        cases = (
+            ("max-frame-size = 1m\nmax-body-size = 2m\n",
+             ("max-body-size (2m, line 2)", "max-frame-size (1m, line 1)")),
+            ("max-body-size = 32m\n", ("max-body-size (32m, line 1)",
+                                        "max-frame-size (17m, the default)")),
+            ("max-output = 1m\noutput-high-water = 1m\n",
+             ("output-high-water (1m, line 2)", "max-output (1m, line 1)")),
+        )
+        for text, needles in cases:
+            with self.subTest(text=text):
+                path = self.write_config(text)
+                self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"), path, *needles)
+
     def test_config_with_every_key_is_accepted(self):
         text = ("# a full config\n\n"
                 "bind = 127.0.0.1\n"

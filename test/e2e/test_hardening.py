@@ -405,10 +405,11 @@ class ConnectionLimitTest(BrokerTest):
                          "the refusals should be logged once:\n" + log[-3000:])
 
         # one leaves: a new one gets in (once eftd has seen the close)
+        gone = local_port(five[1])
         five[1].send_frame("DISCONNECT", [("receipt", "bye")])
         expect_receipt(five[1], "bye")
         five[1].expect_closed()
-        wait_for(lambda: log_count(self.broker, "%d: connection closed" % local_port(five[1])),
+        wait_for(lambda: log_count(self.broker, "%d: connection closed" % gone),
                  2, "eftd to log the close")
         late = self.client()
         late.send_frame("SEND", [("destination", "/queue/conns"), ("receipt", "late")], "late")

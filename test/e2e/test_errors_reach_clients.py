@@ -1,0 +1,249 @@
+"""Errors must reach the client (issue 9): when a frame breaks a limit, eftd
+answers with an ERROR naming the limit and the size, then closes the way
+careful servers do: it shuts its write side and reads and drops what the
+client still sends, for a bounded time and amount, before closing.  Closing
+with the client's bytes unread would send a reset, and the client's kernel
+would throw the ERROR away (stomp.py saw ConnectionResetError, the Ruby gem
+Errno::ECONNRESET or EPIPE).
+
+Every limit a real client can break is tried with the Ruby stomp gem and
+stomp.py; raw sockets check the bounds of the lingering close."""
+
+import os
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import harness
+from clientscript import HAVE_RUBY_STOMP, HAVE_STOMP_PY, RUBY, TIMEOUT
+from harness import BrokerTest, RawClient, SLOW
+
+MB20 = 20 * 1000 * 1000
+
+# Small limits, so that each can be broken cheaply.
+SMALL = ("max-frame-size = 256k\nmax-body-size = 0\nmax-headers = 8\n"
+         "max-header-line = 1k\nmax-subscriptions = 2\nmax-connections = 4\n")
+
+# What each limit looks like from a client: an action that breaks it, and
+# what the ERROR's message must say.
+CASES = {
+    "body": ("send a 20 MB body", "body too large: 20000000 bytes (max-body-size is 16777216)"),
+    "frame": ("send a 300 KB body", "max-frame-size is 262144"),
+    "headers": ("send 10 headers", "too many headers: over 8 (max-headers is 8)"),
+    "line": ("send a 2 KB header", "header line too long: more than 1024 bytes "
+             "(max-header-line is 1024)"),
+    "subs": ("subscribe 3 times", "too many subscriptions: over 2 (max-subscriptions is 2)"),
+    "conns": ("connect past the limit", "too many connections"),
+}
+
+RUBY_SCRIPT = r"""
+require 'stomp'
+port, what = ARGV[0].to_i, ARGV[1]
+hash = {hosts: [{host: '127.0.0.1', port: port}], reliable: false, connect_timeout: 5,
+        connect_headers: {'accept-version' => '1.2', 'host' => '/'}}
+c = Stomp::Connection.new(hash)
+if what == 'conns'
+  f = c.connection_frame
+else
+  case what
+  when 'body' then c.publish('/queue/big', 'x' * 20_000_000)
+  when 'frame' then c.publish('/queue/big', 'x' * 300_000)
+  when 'headers' then c.publish('/queue/h', 'x', (1..10).map { |i| ["h#{i}", 'v'] }.to_h)
+  when 'line' then c.publish('/queue/l', 'x', {'long' => 'v' * 2048})
+  when 'subs' then 3.times { |i| c.subscribe("/queue/s#{i}", {'id' => i.to_s}) }
+  end
+  f = c.receive
+end
+puts "#{f.command}|#{f.headers['message']}"
+"""
+
+
+def run_ruby(port, what):
+    p = subprocess.run([RUBY, "-e", RUBY_SCRIPT, str(port), what], capture_output=True,
+                       text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout.strip(), p.stderr.strip()
+
+
+def run_stomp_py(port, what):
+    """stomp.py in this process: (exception raised or None, ERROR frames seen)."""
+    import stomp
+    errors = []
+    seen = threading.Event()
+
+    class Listener(stomp.ConnectionListener):
+        def on_error(self, frame):
+            errors.append(frame.headers.get("message"))
+            seen.set()
+
+    c = stomp.Connection12([("127.0.0.1", port)], reconnect_attempts_max=1)
+    c.set_listener("l", Listener())
+    raised = None
+    try:
+        c.connect(wait=True, headers={"host": "/"})
+        if what == "body":
+            c.send("/queue/big", "x" * MB20)
+        elif what == "frame":
+            c.send("/queue/big", "x" * 300000)
+        elif what == "headers":
+            c.send("/queue/h", "x", headers={"h%d" % i: "v" for i in range(10)})
+        elif what == "line":
+            c.send("/queue/l", "x", headers={"long": "v" * 2048})
+        elif what == "subs":
+            for i in range(3):
+                c.subscribe("/queue/s%d" % i, id=str(i))
+    except Exception as e:  # what the issue saw: ConnectionResetError
+        raised = e
+    seen.wait(5 * SLOW)
+    if c.is_connected():
+        c.disconnect()
+    return raised, errors
+
+
+class LimitsTest(BrokerTest):
+    def fill_connections(self):
+        """Up to max-connections (4) with raw clients that stay."""
+        for _ in range(4):
+            self.client()
+
+    def ruby(self, what):
+        if what == "conns":
+            self.fill_connections()
+        rc, out, err = run_ruby(self.broker.port, what)
+        self.assertEqual(rc, 0, "ruby failed (%s): %s\n%s\n--- eftd log ---\n%s"
+                         % (CASES[what][0], out, err, self.broker.read_log()[-3000:]))
+        self.assertTrue(out.startswith("ERROR|"), out)
+        self.assertIn(CASES[what][1], out)
+
+    def stomp_py(self, what):
+        if what == "conns":
+            self.fill_connections()
+        raised, errors = run_stomp_py(self.broker.port, what)
+        if what == "conns":
+            # connect(wait=True) gives up: the ERROR came instead of CONNECTED.
+            self.assertIsNotNone(raised)
+        else:
+            self.assertIsNone(raised, "%s raised %r; eftd log:\n%s"
+                              % (CASES[what][0], raised, self.broker.read_log()[-3000:]))
+        self.assertEqual(len(errors), 1, errors)
+        self.assertIn(CASES[what][1], errors[0])
+
+
+@unittest.skipUnless(HAVE_RUBY_STOMP, "ruby with the stomp gem (ruby-stomp) not available")
+class RubyDefaultLimitsTest(LimitsTest):
+    def test_20mb_body_against_the_default_limit(self):
+        self.ruby("body")
+
+
+@unittest.skipUnless(HAVE_STOMP_PY, "stomp.py not available")
+class StompPyDefaultLimitsTest(LimitsTest):
+    def test_20mb_body_against_the_default_limit(self):
+        self.stomp_py("body")
+
+
+@unittest.skipUnless(HAVE_RUBY_STOMP, "ruby with the stomp gem (ruby-stomp) not available")
+class RubySmallLimitsTest(LimitsTest):
+    config = SMALL
+
+
+@unittest.skipUnless(HAVE_STOMP_PY, "stomp.py not available")
+class StompPySmallLimitsTest(LimitsTest):
+    config = SMALL
+
+
+for _what in ("frame", "headers", "line", "subs", "conns"):
+    setattr(RubySmallLimitsTest, "test_" + _what,
+            lambda self, w=_what: self.ruby(w))
+    setattr(StompPySmallLimitsTest, "test_" + _what,
+            lambda self, w=_what: self.stomp_py(w))
+
+
+class LingeringCloseTest(BrokerTest):
+    """The close itself, over raw sockets."""
+    config = "max-body-size = 64k\nmax-frame-size = 128k\n"
+
+    def send_in_background(self, sock, data):
+        def run():
+            try:
+                sock.sendall(data)
+            except OSError:
+                pass
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t
+
+    def test_error_then_end_of_stream_not_reset(self):
+        """A body far over the limit, sent in one go: the client finishes
+        sending, reads the ERROR and then a clean end of stream."""
+        c = self.client()
+        body = b"x" * (4 << 20)
+        data = (b"SEND\ndestination:/queue/x\ncontent-length:%d\nreceipt:r\n\n" % len(body)
+                + body + b"\0")
+        c.sock.settimeout(10 * SLOW)
+        c.sock.sendall(data)  # would fail with a reset if eftd closed early
+        f = c.read_frame()
+        self.assertEqual(f.command, "ERROR")
+        # (1.2 escapes the colon)
+        self.assertEqual(f["message"], "body too large\\c %d bytes (max-body-size is 65536)"
+                         % len(body))
+        self.assertEqual(f["receipt-id"], "r")
+        self.assertEqual(c.sock.recv(100), b"")  # FIN, not ECONNRESET
+
+    def test_client_that_never_closes_is_closed_after_about_2s(self):
+        c = self.client()
+        port = c.sock.getsockname()[1]
+        c.send(b"SEND\ndestination:/queue/x\ncontent-length:100000\n\n")
+        self.assertEqual(c.read_frame().command, "ERROR")
+        self.assertEqual(c.sock.recv(100), b"")  # eftd shut its write side at once
+        t0 = time.time()
+        closed = "127.0.0.1:%d: connection closed" % port
+        while closed not in self.broker.read_log() and time.time() - t0 < 6 * SLOW:
+            time.sleep(0.05)
+        elapsed = time.time() - t0
+        self.assertIn(closed, self.broker.read_log())
+        self.assertGreater(elapsed, 1.5, "eftd should wait for the client a while")
+        self.assertLess(elapsed, 4 * SLOW, "eftd must not wait for the client for long")
+
+    def test_client_that_keeps_sending_is_cut_off(self):
+        """A hostile client cannot keep a refused connection open by sending:
+        eftd stops reading after a frame's worth beyond what it announced."""
+        c = self.client()
+        port = c.sock.getsockname()[1]
+        c.send(b"SEND\ndestination:/queue/x\ncontent-length:70000\n\n")
+        self.assertEqual(c.read_frame().command, "ERROR")
+        sent, t0 = 0, time.time()
+        c.sock.settimeout(1)
+        chunk = b"y" * 65536
+        try:
+            while time.time() - t0 < 10 * SLOW:
+                sent += c.sock.send(chunk)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        except socket.timeout:
+            self.fail("eftd stopped reading but kept the connection open")
+        else:
+            self.fail("eftd read %d bytes after the ERROR without closing" % sent)
+        # 128k frame + 70000 announced, plus what the socket buffers hold
+        self.assertLess(sent, 64 << 20)
+        self.assertIn("127.0.0.1:%d: still sending after its connection was ended" % port,
+                      self.broker.read_log())
+
+    def test_disconnect_receipt_then_close(self):
+        c = self.client()
+        c.send_frame("DISCONNECT", [("receipt", "bye")])
+        self.assertEqual(c.read_frame()["receipt-id"], "bye")
+        self.assertEqual(c.sock.recv(100), b"")
+
+    def test_other_clients_unaffected_while_one_lingers(self):
+        c = self.client()
+        c.send(b"SEND\ndestination:/queue/x\ncontent-length:100000\n\n")
+        self.assertEqual(c.read_frame().command, "ERROR")
+        other = self.client()
+        harness.subscribe(other, "/queue/ok")
+        other.send_frame("SEND", [("destination", "/queue/ok")], "fine")
+        self.assertEqual(other.expect("MESSAGE").body, b"fine")
+
+
+if __name__ == "__main__":
+    unittest.main()

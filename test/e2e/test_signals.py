@@ -1,0 +1,263 @@
+"""Signals (issue 9).
+
+- SIGHUP reloads the users file without dropping connections: users added
+  may log in, removed users' sessions get an ERROR and are closed, changed
+  permissions apply at once, and a broken file keeps the old users.  It is
+  logged either way.  Without a users file, SIGHUP is logged and ignored (it
+  used to kill eftd, exit 129, losing every queued message).
+- SIGTERM tells every STOMP 1.1/1.2 client with an ERROR (`message:server
+  shutting down`) before closing, logs at warn how many queued messages on
+  how many destinations are discarded, and logs `stopped:` last."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import harness
+from harness import Broker, RawClient, SLOW, expect_receipt, subscribe
+
+USERS_EXAMPLE = os.path.join(harness.ROOT, "etc", "users.example")
+
+
+def example_lines():
+    """alice (wonderland, may do anything) and bob (builder, reads /topic/ only)."""
+    with open(USERS_EXAMPLE) as f:
+        users = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    return {l.split(":", 1)[0]: l for l in users}
+
+
+def wait_for(pred, what, timeout=5):
+    deadline = time.time() + timeout * SLOW
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def connect(port, login, passcode, version="1.2"):
+    c = RawClient(port)
+    h = [("accept-version", version), ("host", "/"), ("login", login), ("passcode", passcode)]
+    c.send_frame("CONNECT", h)
+    return c, c.read_frame()
+
+
+def log_lines(broker):
+    return [l for l in broker.read_log().splitlines() if l.strip()]
+
+
+class SighupTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="eftd-sighup-")
+        self.users = os.path.join(self.dir, "users")
+        self.lines = example_lines()
+        self.write_users(self.lines["alice"], self.lines["bob"])
+        self.broker = Broker(config="users-file = %s\nallow-anonymous = no\n"
+                             "auth-delay-ms = 0\n" % self.users).start()
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        rc = self.broker.stop()
+        log = self.broker.read_log()
+        os.unlink(self.broker.log_path)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-3000:])
+
+    def write_users(self, *lines):
+        tmp = self.users + ".new"
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, self.users)
+
+    def login(self, login, passcode):
+        c, f = connect(self.broker.port, login, passcode)
+        self.clients.append(c)
+        return c, f
+
+    def hup(self):
+        """SIGHUP, then wait for eftd to log what it made of it."""
+        before = self.broker.read_log().count("SIGHUP")
+        self.broker.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: self.broker.read_log().count("SIGHUP") > before, "the SIGHUP log line")
+        self.assertTrue(self.broker.alive(), "SIGHUP killed eftd:\n" + self.broker.read_log())
+        return [l for l in log_lines(self.broker) if "SIGHUP" in l][-1]
+
+    def test_added_user_may_log_in_and_connections_stay(self):
+        self.write_users(self.lines["alice"])
+        line = self.hup()
+        self.assertIn("reloaded %s: 1 user (removed bob)" % self.users, line)
+        alice, f = self.login("alice", "wonderland")
+        self.assertEqual(f.command, "CONNECTED")
+        subscribe(alice, "/queue/hup")
+        _, f = self.login("bob", "builder")
+        self.assertEqual(f.command, "ERROR")
+
+        carol = self.lines["alice"].replace("alice:", "carol:", 1)
+        self.write_users(self.lines["alice"], carol)
+        line = self.hup()
+        self.assertIn("reloaded %s: 2 users (added carol)" % self.users, line)
+        self.assertRegex(line, r" info: ")
+        c, f = self.login("carol", "wonderland")
+        self.assertEqual(f.command, "CONNECTED")
+        # alice's connection and subscription went on through both reloads
+        c.send_frame("SEND", [("destination", "/queue/hup"), ("receipt", "s")], "after")
+        expect_receipt(c, "s")
+        self.assertEqual(alice.expect("MESSAGE").body, b"after")
+
+    def test_removed_user_gets_an_error_others_stay(self):
+        alice, _ = self.login("alice", "wonderland")
+        bob, f = self.login("bob", "builder")
+        self.assertEqual(f.command, "CONNECTED")
+        subscribe(bob, "/topic/news")
+        self.write_users(self.lines["alice"])
+        line = self.hup()
+        self.assertIn("removed bob", line)
+        self.assertIn("closed 1 connection of removed users", line)
+        f = bob.expect_error_and_close()
+        self.assertEqual(f["message"], "user removed")
+        self.assertIn(" warn: ", [l for l in log_lines(self.broker) if "user removed" in l][0])
+        alice.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], "x")
+        expect_receipt(alice, "r")
+
+    def test_changed_permissions_apply_at_once(self):
+        bob, _ = self.login("bob", "builder")
+        # bob: read=/topic/:write=  ->  may now write to /queue/
+        self.write_users(self.lines["alice"], self.lines["bob"].replace(":write=", ":write=/queue/"))
+        self.assertIn("changed bob", self.hup())
+        bob.send_frame("SEND", [("destination", "/queue/ok"), ("receipt", "r")], "x")
+        expect_receipt(bob, "r")
+
+    def test_broken_file_keeps_the_old_users(self):
+        alice, _ = self.login("alice", "wonderland")
+        with open(self.users, "w") as f:
+            f.write("carol:not-a-hash\n")
+        line = self.hup()
+        self.assertRegex(line, r" error: SIGHUP: users file not reloaded, keeping the 2 users "
+                         r"loaded before: .*users:1: ")
+        _, f = self.login("bob", "builder")
+        self.assertEqual(f.command, "CONNECTED")
+        _, f = self.login("carol", "x")
+        self.assertEqual(f.command, "ERROR")
+        alice.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], "x")
+        expect_receipt(alice, "r")
+        # a missing file too
+        os.unlink(self.users)
+        self.assertIn("not reloaded", self.hup())
+        _, f = self.login("alice", "wonderland")
+        self.assertEqual(f.command, "CONNECTED")
+
+
+class SighupWithoutUsersFileTest(harness.BrokerTest):
+    def test_sighup_is_logged_and_changes_nothing(self):
+        c = self.client()
+        subscribe(c, "/queue/q")
+        p = self.client()
+        p.send_frame("SEND", [("destination", "/queue/q"), ("receipt", "1")], "before")
+        expect_receipt(p, "1")
+        self.assertEqual(c.expect("MESSAGE").body, b"before")
+        self.broker.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP" in self.broker.read_log(), "the SIGHUP log line")
+        self.assertTrue(self.broker.alive())
+        self.assertIn("SIGHUP: no users-file is set", self.broker.read_log())
+        p.send_frame("SEND", [("destination", "/queue/q"), ("receipt", "2")], "after")
+        expect_receipt(p, "2")
+        self.assertEqual(c.expect("MESSAGE").body, b"after")
+
+
+class SigtermTest(unittest.TestCase):
+    def setUp(self):
+        self.broker = Broker(args=["-l", "debug"]).start()
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        self.broker.kill()
+        if os.path.exists(self.broker.log_path):
+            os.unlink(self.broker.log_path)
+
+    def client(self, version):
+        c = RawClient(self.broker.port)
+        self.clients.append(c)
+        c.connect(version)
+        return c
+
+    def stop(self):
+        self.broker.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.broker.proc.wait(timeout=10 * SLOW)
+        except subprocess.TimeoutExpired:
+            self.fail("eftd did not exit on SIGTERM")
+        self.assertEqual(rc, 0, self.broker.read_log()[-3000:])
+
+    def test_11_and_12_clients_get_an_error_10_clients_the_close(self):
+        c10, c11, c12 = self.client(None), self.client("1.1"), self.client("1.2")
+        t0 = time.time()
+        self.broker.proc.send_signal(signal.SIGTERM)
+        for c in (c11, c12):
+            f = c.expect_error_and_close()
+            self.assertEqual(f["message"], "server shutting down")
+        c10.expect_closed()
+        self.assertEqual(c10.buf.strip(b"\n"), b"", "a 1.0 client gets no ERROR")
+        self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
+        # the clients closed when told: no grace period waited out
+        self.assertLess(time.time() - t0, 2 * SLOW)
+
+    def test_discarded_messages_logged_at_warn_and_stopped_is_last(self):
+        p = self.client("1.2")
+        for dest, n in (("/queue/a", 5), ("/queue/b", 2)):
+            for i in range(n):
+                p.send_frame("SEND", [("destination", dest)], "m%d" % i)
+        p.send_frame("SEND", [("destination", "/topic/t"), ("receipt", "r")], "gone")
+        expect_receipt(p, "r")
+        # one message delivered but not acknowledged: it goes back, then counts
+        c = self.client("1.2")
+        subscribe(c, "/queue/c", ack="client")
+        p.send_frame("SEND", [("destination", "/queue/c"), ("receipt", "r2")], "unacked")
+        expect_receipt(p, "r2")
+        c.expect("MESSAGE")
+        self.stop()
+        lines = log_lines(self.broker)
+        warn = [l for l in lines if "discarding" in l]
+        self.assertEqual(len(warn), 1, lines[-10:])
+        self.assertIn(" warn: discarding 8 queued messages on 3 destinations", warn[0])
+        self.assertIn(" info: stopped: ", lines[-1])
+
+    def test_nothing_queued_no_warning(self):
+        self.client("1.2")
+        self.stop()
+        lines = log_lines(self.broker)
+        self.assertFalse([l for l in lines if "discarding" in l])
+        self.assertIn("stopped: ", lines[-1])
+
+    def test_client_that_does_not_close_is_not_waited_for_long(self):
+        c = self.client("1.2")
+        t0 = time.time()
+        self.broker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(c.read_frame().command, "ERROR")  # and keep the socket open
+        self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
+        self.assertLess(time.time() - t0, 5 * SLOW)
+        self.assertIn("stopped: ", log_lines(self.broker)[-1])
+
+    def test_second_signal_stops_at_once(self):
+        c = self.client("1.2")
+        self.broker.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(c.read_frame().command, "ERROR")
+        time.sleep(0.1)
+        self.broker.proc.send_signal(signal.SIGINT)
+        t0 = time.time()
+        self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
+        self.assertLess(time.time() - t0, 1 * SLOW)
+        self.assertIn("again: stopping now", self.broker.read_log())
+
+
+if __name__ == "__main__":
+    unittest.main()
