@@ -353,7 +353,9 @@ auth_perm_equal(const struct auth_perm *a, const struct auth_perm *b)
 	return true;
 }
 
-/* Append "; what: a, b, c" with at most a few names, to out. */
+/* Append "; added a, b, c" (what = "added ") to out: the users of `from`
+ * that `other` lacks, or, if changed, that `other` has in another form; at
+ * most SHOWN names, then "and N more". */
 static void
 auth_list(char *out, size_t outlen, const char *what, const struct auth *from,
     const struct auth *other, bool changed)

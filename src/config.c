@@ -86,12 +86,6 @@ config_defaults(struct config *cfg)
 	cfg->allow_anonymous = true;
 }
 
-const char *
-config_key_name(enum config_key key)
-{
-	return keys[key].name;
-}
-
 static int
 parse_size(const char *value, uint64_t min, uint64_t max, uint64_t *out)
 {

@@ -79,7 +79,5 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
  * error naming both (-1, reason in err).  Defaults that depend on another
  * setting (max-body-size, max-header-line, output-high-water) follow it. */
 int config_check(struct config *cfg, char *err, size_t errlen);
-/* The key's name, e.g. "max-frame-size". */
-const char *config_key_name(enum config_key key);
 
 #endif

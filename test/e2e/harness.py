@@ -18,6 +18,16 @@ WRAPPER = os.environ.get("EFTD_WRAPPER", "").split()
 SLOW = 10 if WRAPPER else 1  # valgrind runs everything ~10x slower
 
 
+def wait_for(pred, timeout, what):
+    """Poll pred until it is true, for at most timeout seconds (x SLOW)."""
+    deadline = time.time() + timeout * SLOW
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,7 +9,6 @@ Errno::ECONNRESET or EPIPE).
 Every limit a real client can break is tried with the Ruby stomp gem and
 stomp.py; raw sockets check the bounds of the lingering close."""
 
-import os
 import socket
 import subprocess
 import threading
@@ -162,16 +161,6 @@ for _what in ("frame", "headers", "line", "subs", "conns"):
 class LingeringCloseTest(BrokerTest):
     """The close itself, over raw sockets."""
     config = "max-body-size = 64k\nmax-frame-size = 128k\n"
-
-    def send_in_background(self, sock, data):
-        def run():
-            try:
-                sock.sendall(data)
-            except OSError:
-                pass
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        return t
 
     def test_error_then_end_of_stream_not_reset(self):
         """A body far over the limit, sent in one go: the client finishes

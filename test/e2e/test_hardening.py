@@ -20,7 +20,7 @@ import zlib
 
 import harness
 from harness import Broker, BrokerTest, Closed, Frame, RawClient, frame, SLOW
-from harness import expect_receipt, subscribe
+from harness import expect_receipt, subscribe, wait_for
 
 KB = 1024
 MB = 1024 * 1024
@@ -92,15 +92,6 @@ def local_port(c):
 
 def log_count(broker, text):
     return sum(1 for line in broker.read_log().splitlines() if text in line)
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout * SLOW
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def wait_log_quiet(broker, timeout=2):

@@ -10,7 +10,6 @@
   how many destinations are discarded, and logs `stopped:` last."""
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import time
 import unittest
 
 import harness
-from harness import Broker, RawClient, SLOW, expect_receipt, subscribe
+from harness import Broker, RawClient, SLOW, expect_receipt, subscribe, wait_for
 
 USERS_EXAMPLE = os.path.join(harness.ROOT, "etc", "users.example")
 
@@ -29,15 +28,6 @@ def example_lines():
     with open(USERS_EXAMPLE) as f:
         users = [l.strip() for l in f if l.strip() and not l.startswith("#")]
     return {l.split(":", 1)[0]: l for l in users}
-
-
-def wait_for(pred, what, timeout=5):
-    deadline = time.time() + timeout * SLOW
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def connect(port, login, passcode, version="1.2"):
@@ -51,24 +41,15 @@ def log_lines(broker):
     return [l for l in broker.read_log().splitlines() if l.strip()]
 
 
-class SighupTest(unittest.TestCase):
+class SighupTest(harness.BrokerTest):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="eftd-sighup-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.users = os.path.join(self.dir, "users")
         self.lines = example_lines()
         self.write_users(self.lines["alice"], self.lines["bob"])
-        self.broker = Broker(config="users-file = %s\nallow-anonymous = no\n"
-                             "auth-delay-ms = 0\n" % self.users).start()
-        self.clients = []
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        rc = self.broker.stop()
-        log = self.broker.read_log()
-        os.unlink(self.broker.log_path)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-3000:])
+        self.config = "users-file = %s\nallow-anonymous = no\nauth-delay-ms = 0\n" % self.users
+        super().setUp()
 
     def write_users(self, *lines):
         tmp = self.users + ".new"
@@ -86,7 +67,7 @@ class SighupTest(unittest.TestCase):
         """SIGHUP, then wait for eftd to log what it made of it."""
         before = self.broker.read_log().count("SIGHUP")
         self.broker.proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: self.broker.read_log().count("SIGHUP") > before, "the SIGHUP log line")
+        wait_for(lambda: self.broker.read_log().count("SIGHUP") > before, 5, "the SIGHUP log line")
         self.assertTrue(self.broker.alive(), "SIGHUP killed eftd:\n" + self.broker.read_log())
         return [l for l in log_lines(self.broker) if "SIGHUP" in l][-1]
 
@@ -164,7 +145,7 @@ class SighupWithoutUsersFileTest(harness.BrokerTest):
         expect_receipt(p, "1")
         self.assertEqual(c.expect("MESSAGE").body, b"before")
         self.broker.proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: "SIGHUP" in self.broker.read_log(), "the SIGHUP log line")
+        wait_for(lambda: "SIGHUP" in self.broker.read_log(), 5, "the SIGHUP log line")
         self.assertTrue(self.broker.alive())
         self.assertIn("SIGHUP: no users-file is set", self.broker.read_log())
         p.send_frame("SEND", [("destination", "/queue/q"), ("receipt", "2")], "after")
