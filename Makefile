@@ -16,7 +16,7 @@ CC       ?= gcc
 OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS   += -levent -lsodium
+LDLIBS   += -levent -lsodium -lssl -lcrypto
 RUN_ARGS ?=
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
@@ -54,7 +54,8 @@ $(BUILD)/obj/tools/eft-passwd.o: tools/eft-passwd.c
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD)/obj/log.o
+$(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD)/obj/address.o \
+    $(BUILD)/obj/log.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -lsodium -o $@
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)

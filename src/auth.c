@@ -17,7 +17,7 @@
 
 #include "eft/auth.h"
 #include "eft/log.h"
-#include "eft/temp.h"
+#include "eft/address.h"
 
 _Static_assert(AUTH_HASH_MAX == crypto_pwhash_STRBYTES, "AUTH_HASH_MAX must match libsodium");
 
@@ -448,20 +448,14 @@ auth_hash_password(const char *password, size_t len, char *out, size_t outlen)
 /* ---- permissions ---- */
 
 static bool
-auth_has_prefix(const char *dest, size_t len, const char *prefix, size_t plen)
-{
-	return len >= plen && memcmp(dest, prefix, plen) == 0;
-}
-
-static bool
 auth_perm_allows(const struct auth_perm *p, const char *dest, size_t len)
 {
 	/* Private reply queues must work for everyone, or RPC breaks. */
-	if (p->all || auth_has_prefix(dest, len, TEMP_PREFIX, TEMP_PREFIX_LEN) ||
-	    auth_has_prefix(dest, len, REPLY_PREFIX, REPLY_PREFIX_LEN))
+	if (p->all || address_has_prefix(dest, len, TEMP_PREFIX, TEMP_PREFIX_LEN) ||
+	    address_has_prefix(dest, len, REPLY_PREFIX, REPLY_PREFIX_LEN))
 		return true;
 	for (size_t i = 0; i < p->n; i++)
-		if (auth_has_prefix(dest, len, p->p[i].s, p->p[i].len))
+		if (address_has_prefix(dest, len, p->p[i].s, p->p[i].len))
 			return true;
 	return false;
 }

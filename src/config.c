@@ -12,25 +12,29 @@
 
 #include "eft/config.h"
 
-enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT };
+enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_LISTEN, T_TLS_VERSION,
+	T_STRING };
 
 struct key_def {
 	const char *name;
 	enum value_type type;
 	size_t offset;
 	uint64_t min, max;      /* T_SIZE, T_UINT */
-	bool repeats;           /* may be given more than once (none yet) */
+	bool repeats;           /* may be given more than once */
+	size_t size;            /* T_STRING: the field's size */
 };
 
-#define SIZE_KEY(id, key, field, lo, hi) \
-	[id] = { key, T_SIZE, offsetof(struct config, field), lo, hi, false }
-#define UINT_KEY(id, key, field, lo, hi) \
-	[id] = { key, T_UINT, offsetof(struct config, field), lo, hi, false }
+/* One table row; a field's size is only needed for T_STRING. */
+#define KEY(id, key, t, field, lo, hi, rep) \
+	[id] = { .name = key, .type = t, .offset = offsetof(struct config, field), .min = lo, \
+		.max = hi, .repeats = rep, .size = sizeof(((struct config *)0)->field) }
+#define SIZE_KEY(id, key, field, lo, hi) KEY(id, key, T_SIZE, field, lo, hi, false)
+#define UINT_KEY(id, key, field, lo, hi) KEY(id, key, T_UINT, field, lo, hi, false)
 
 static const struct key_def keys[CFG_NKEYS] = {
-	[CFG_BIND] = { "bind", T_ADDR, offsetof(struct config, bind), 0, 0, false },
-	[CFG_PORT] = { "port", T_PORT, offsetof(struct config, port), 0, 65535, false },
-	[CFG_LOG_LEVEL] = { "log-level", T_LEVEL, offsetof(struct config, log_level), 0, 0, false },
+	KEY(CFG_BIND, "bind", T_ADDR, bind, 0, 0, false),
+	KEY(CFG_PORT, "port", T_PORT, port, 0, 65535, false),
+	KEY(CFG_LOG_LEVEL, "log-level", T_LEVEL, log_level, 0, 0, false),
 	SIZE_KEY(CFG_MAX_FRAME_SIZE, "max-frame-size", max_frame_size, 256, 1ull << 30),
 	SIZE_KEY(CFG_MAX_HEADERS, "max-headers", max_headers, 8, 1000000),
 	SIZE_KEY(CFG_MAX_HEADER_LINE, "max-header-line", max_header_line, 64, 16u << 20),
@@ -46,11 +50,20 @@ static const struct key_def keys[CFG_NKEYS] = {
 	SIZE_KEY(CFG_MAX_CONNECTIONS, "max-connections", max_connections, 0, 10000000),
 	UINT_KEY(CFG_CONNECT_TIMEOUT_MS, "connect-timeout-ms", connect_timeout_ms, 10, 86400000),
 	UINT_KEY(CFG_FRAME_TIMEOUT_MS, "frame-timeout-ms", frame_timeout_ms, 10, 86400000),
-	[CFG_USERS_FILE] = { "users-file", T_PATH, offsetof(struct config, users_file), 0, 0, false },
-	[CFG_ALLOW_ANONYMOUS] = { "allow-anonymous", T_BOOL, offsetof(struct config, allow_anonymous),
-		0, 0, false },
+	KEY(CFG_USERS_FILE, "users-file", T_PATH, users_file, 0, 0, false),
+	KEY(CFG_ALLOW_ANONYMOUS, "allow-anonymous", T_BOOL, allow_anonymous, 0, 0, false),
 	UINT_KEY(CFG_AUTH_DELAY_MS, "auth-delay-ms", auth_delay_ms, 0, 60000),
+	KEY(CFG_LISTEN, "listen", T_LISTEN, listen, 0, 0, true),
+	KEY(CFG_TLS_CERT_FILE, "tls-cert-file", T_PATH, tls_cert_file, 0, 0, false),
+	KEY(CFG_TLS_KEY_FILE, "tls-key-file", T_PATH, tls_key_file, 0, 0, false),
+	KEY(CFG_TLS_CA_FILE, "tls-ca-file", T_PATH, tls_ca_file, 0, 0, false),
+	KEY(CFG_TLS_VERIFY_CLIENT, "tls-verify-client", T_BOOL, tls_verify_client, 0, 0, false),
+	KEY(CFG_TLS_MIN_VERSION, "tls-min-version", T_TLS_VERSION, tls_min_version, 0, 0, false),
+	KEY(CFG_TLS_CIPHERS, "tls-ciphers", T_STRING, tls_ciphers, 0, 0, false),
 };
+
+/* Strong TLS 1.2 suites with forward secrecy (TLS 1.3 suites are OpenSSL's). */
+#define DEFAULT_TLS_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20"
 
 /* The default body limit; a frame must also carry headers, hence the extra
  * megabyte in the default frame limit. */
@@ -84,6 +97,8 @@ config_defaults(struct config *cfg)
 	cfg->auth_delay_ms = 1000;
 	cfg->users_file[0] = '\0';
 	cfg->allow_anonymous = true;
+	snprintf(cfg->tls_min_version, sizeof(cfg->tls_min_version), "1.2");
+	snprintf(cfg->tls_ciphers, sizeof(cfg->tls_ciphers), "%s", DEFAULT_TLS_CIPHERS);
 }
 
 static int
@@ -116,6 +131,60 @@ find_key(const char *name)
 		if (strcmp(keys[i].name, name) == 0)
 			return i;
 	return -1;
+}
+
+/* scheme://HOST:PORT into out; -1 with a reason. */
+static int
+parse_listen(const char *value, struct config_listen *out, char *err, size_t errlen)
+{
+	static const char *const schemes[] = { "tcp", "tls" };
+	const char *sep = strstr(value, "://");
+	size_t slen = sep ? (size_t)(sep - value) : 0;
+	bool known = false;
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		known |= slen == strlen(schemes[i]) && memcmp(value, schemes[i], slen) == 0;
+	if (!known) {
+		snprintf(err, errlen, "listen: '%s' does not start with tcp:// or tls://", value);
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	memcpy(out->scheme, value, slen);
+	const char *host = sep + 3, *colon;
+	size_t hlen;
+	if (*host == '[') {
+		const char *close = strchr(host, ']');
+		if (close == NULL || close[1] != ':') {
+			snprintf(err, errlen, "listen: '%s': an IPv6 address is written [ADDR]:PORT",
+			    value);
+			return -1;
+		}
+		host++;
+		hlen = (size_t)(close - host);
+		colon = close + 1;
+	} else {
+		colon = strrchr(host, ':');
+		hlen = colon ? (size_t)(colon - host) : 0;
+		if (colon != NULL && memchr(host, ':', hlen) != NULL) {
+			snprintf(err, errlen, "listen: '%s': write an IPv6 address in brackets, "
+			    "%s://[ADDR]:PORT", value, out->scheme);
+			return -1;
+		}
+	}
+	uint64_t port;
+	if (colon == NULL || hlen == 0 || hlen >= sizeof(out->host) ||
+	    parse_size(colon + 1, 0, 65535, &port) != 0) {
+		snprintf(err, errlen, "listen: '%s' is not %s://HOST:PORT (PORT 0-65535)", value,
+		    out->scheme);
+		return -1;
+	}
+	if (strlen(value) >= sizeof(out->url)) {
+		snprintf(err, errlen, "listen: URL too long");
+		return -1;
+	}
+	memcpy(out->host, host, hlen);
+	out->port = (uint16_t)port;
+	snprintf(out->url, sizeof(out->url), "%s", value);
+	return 0;
 }
 
 /* Parse value into the field of key k; -1 with a reason. */
@@ -164,6 +233,29 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 		}
 		snprintf(field, PATH_MAX, "%s", value);
 		return 0;
+	case T_STRING:
+		if (strlen(value) >= k->size) {
+			snprintf(err, errlen, "%s: too long", k->name);
+			return -1;
+		}
+		snprintf(field, k->size, "%s", value);
+		return 0;
+	case T_TLS_VERSION:
+		if (strcmp(value, "1.2") != 0 && strcmp(value, "1.3") != 0) {
+			snprintf(err, errlen, "%s: '%s' is not 1.2 or 1.3", k->name, value);
+			return -1;
+		}
+		snprintf(field, sizeof(cfg->tls_min_version), "%s", value);
+		return 0;
+	case T_LISTEN:
+		if (cfg->nlisten == CONFIG_MAX_LISTENERS) {
+			snprintf(err, errlen, "listen: at most %d listeners", CONFIG_MAX_LISTENERS);
+			return -1;
+		}
+		if (parse_listen(value, &cfg->listen[cfg->nlisten], err, errlen) != 0)
+			return -1;
+		cfg->nlisten++;
+		return 0;
 	case T_SIZE:
 	case T_UINT:
 		if (parse_size(value, k->min, k->max, &n) != 0) {
@@ -188,6 +280,9 @@ config_set(struct config *cfg, const char *key, const char *value, char *err, si
 		snprintf(err, errlen, "unknown setting '%s'", key);
 		return -1;
 	}
+	/* Flags override the file: the first --listen replaces its listeners. */
+	if (i == CFG_LISTEN && cfg->origin[i] != CONFIG_FLAG)
+		cfg->nlisten = 0;
 	if (set_value(cfg, &keys[i], value, err, errlen) != 0)
 		return -1;
 	cfg->origin[i] = CONFIG_FLAG;
@@ -294,10 +389,13 @@ config_load(struct config *cfg, const char *path, char *err, size_t errlen)
 		rc = -1;
 	}
 	fclose(f);
-	if (rc == 0 && cfg->origin[CFG_USERS_FILE] > 0 && resolve_beside(cfg->users_file, path) != 0) {
-		snprintf(err, errlen, "%s:%d: users-file: cannot resolve '%s' beside %s", path,
-		    cfg->origin[CFG_USERS_FILE], cfg->users_file, path);
-		rc = -1;
+	for (int i = 0; rc == 0 && i < CFG_NKEYS; i++) {
+		char *file = (char *)cfg + keys[i].offset;
+		if (keys[i].type == T_PATH && cfg->origin[i] > 0 && resolve_beside(file, path) != 0) {
+			snprintf(err, errlen, "%s:%d: %s: cannot resolve '%s' beside %s", path,
+			    cfg->origin[i], keys[i].name, file, path);
+			rc = -1;
+		}
 	}
 	if (rc == 0)
 		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
@@ -349,6 +447,42 @@ check_pair(struct config *cfg, enum config_key small, size_t allowed, enum confi
 int
 config_check(struct config *cfg, char *err, size_t errlen)
 {
+	if (cfg->nlisten > 0 && (cfg->origin[CFG_BIND] != CONFIG_DEFAULT ||
+	    cfg->origin[CFG_PORT] != CONFIG_DEFAULT)) {
+		snprintf(err, errlen, "%s%s%s is the shorthand for one tcp:// listener: with listen, "
+		    "give every listener as a URL (e.g. listen = tcp://%s:%u)",
+		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "",
+		    cfg->origin[CFG_BIND] != CONFIG_DEFAULT ? "bind" : "port", cfg->bind, cfg->port);
+		return -1;
+	}
+	if (cfg->nlisten == 0) {
+		/* The shorthand: one tcp listener. */
+		struct config_listen *l = &cfg->listen[cfg->nlisten++];
+		snprintf(l->scheme, sizeof(l->scheme), "tcp");
+		snprintf(l->host, sizeof(l->host), "%s", cfg->bind);
+		l->port = cfg->port;
+		bool v6 = strchr(cfg->bind, ':') != NULL && cfg->bind[0] != '[';
+		snprintf(l->url, sizeof(l->url), "tcp://%s%s%s:%u", v6 ? "[" : "", cfg->bind,
+		    v6 ? "]" : "", cfg->port);
+		if (cfg->bind[0] == '[') {
+			size_t n = strlen(cfg->bind);
+			snprintf(l->host, sizeof(l->host), "%.*s", (int)(n > 2 ? n - 2 : 0), cfg->bind + 1);
+		}
+	}
+	bool tls = false;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		tls |= strcmp(cfg->listen[i].scheme, "tls") == 0;
+	if (tls && (cfg->tls_cert_file[0] == '\0' || cfg->tls_key_file[0] == '\0')) {
+		snprintf(err, errlen, "%s%sa tls:// listener needs tls-cert-file and tls-key-file",
+		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "");
+		return -1;
+	}
+	if (cfg->tls_verify_client && cfg->tls_ca_file[0] == '\0') {
+		snprintf(err, errlen, "%s%stls-verify-client = yes needs a tls-ca-file to check "
+		    "client certificates against", cfg->path[0] ? cfg->path : "",
+		    cfg->path[0] ? ": " : "");
+		return -1;
+	}
 	if (!cfg->allow_anonymous && cfg->users_file[0] == '\0') {
 		snprintf(err, errlen, "%s%sallow-anonymous = no needs a users-file: without one "
 		    "nobody could log in; set users-file (make it with eft-passwd)",

@@ -1,23 +1,21 @@
-/* conn.c - a client connection's socket I/O.
+/* conn.c - a client connection: bytes in and out through its transport,
+ * timers, flow control and closing.
  *
  * Reads go straight into the parser's buffer, up to READ_CHUNK bytes a call;
  * every complete frame is handled before the next read.  Output collects in
  * an evbuffer and is written by the broker's flush once per loop turn (and
- * on EV_WRITE when the socket was full), so a burst of deliveries costs one
- * writev, not one syscall each.  A connection whose output passes the
- * high-water mark gets no more queue messages until it drains.
+ * when the transport becomes writable after being full), so a burst of
+ * deliveries costs one write, not one each.  A connection whose output passes
+ * the high-water mark gets no more queue messages until it drains.
  *
  * Closing after an ERROR is a lingering close, as careful HTTP servers do it:
  * write what is left, shut the write side, then read and drop what the peer
  * still sends, for at most LINGER_MS and a byte budget.  Closing a socket
  * whose receive buffer holds unread bytes sends a reset, and the peer's
  * kernel then throws away our ERROR before the client reads it. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -26,8 +24,7 @@
 #include "eft/log.h"
 #include "eft/proto.h"
 #include "eft/sub.h"
-#include "eft/temp.h"
-#include "eft/tx.h"
+#include "eft/transport.h"
 #include "eft/wire.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -35,10 +32,9 @@
 #define LINGER_MS 2000      /* then, time allowed for the peer to stop sending */
 #define LINGER_BODY_MAX ((size_t)1 << 30) /* most of a refused body we wait for */
 
-static void read_cb(evutil_socket_t fd, short what, void *arg);
-static void write_cb(evutil_socket_t fd, short what, void *arg);
+static void conn_readable(void *arg);
+static void conn_writable(void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
-static void linger_cb(evutil_socket_t fd, short what, void *arg);
 static void paused_unlink(struct conn *c);
 
 uint64_t
@@ -49,24 +45,33 @@ conn_now_ms(const struct conn *c)
 	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
+/* Does the connection read now?  Not while paused, while a failed login
+ * waits for its ERROR, or while its last output is being written. */
 static void
-arm_timer(struct conn *c, uint64_t ms)
+conn_want_read(struct conn *c, bool read)
 {
-	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-	evtimer_add(c->ev_timer, &tv);
+	transport_want(c->transport, read, c->transport->want_write);
+}
+
+static void
+conn_want_write(struct conn *c, bool write)
+{
+	transport_want(c->transport, c->transport->want_read, write);
 }
 
 struct conn *
-conn_new(struct broker *b, int fd, const char *peer)
+conn_new(struct broker *b, struct transport *t, const char *peer)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	if (c == NULL)
+	if (c == NULL) {
+		transport_free(t);
 		return NULL;
+	}
 	c->broker = b;
-	c->fd = fd;
+	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
-	c->version = STOMP_1_0;
+	session_init(&c->session, c, b);
 	const struct config *cfg = b->cfg;
 	struct parser_limits limits = {
 		.max_frame = cfg->max_frame_size,
@@ -77,15 +82,11 @@ conn_new(struct broker *b, int fd, const char *peer)
 	parser_init(&c->parser, &limits);
 	if (outbuf_init(&c->out) != 0)
 		goto fail;
-	if (fd >= 0) {
-		evutil_make_socket_nonblocking(fd);
-		c->ev_read = event_new(b->base, fd, EV_READ | EV_PERSIST, read_cb, c);
-		c->ev_write = event_new(b->base, fd, EV_WRITE | EV_PERSIST, write_cb, c);
-		c->ev_timer = evtimer_new(b->base, timer_cb, c);
-		if (c->ev_read == NULL || c->ev_write == NULL || c->ev_timer == NULL ||
-		    event_add(c->ev_read, NULL) != 0)
-			goto fail;
-	}
+	c->ev_timer = evtimer_new(b->base, timer_cb, c);
+	if (c->ev_timer == NULL)
+		goto fail;
+	transport_bind(t, conn_readable, conn_writable, c);
+	conn_want_read(c, true);
 	c->opened_ms = c->last_read_ms = c->last_write_ms = conn_now_ms(c);
 	b->nconns++;
 	c->next = b->conns;
@@ -96,48 +97,32 @@ conn_new(struct broker *b, int fd, const char *peer)
 	conn_schedule(c);
 	return c;
 fail:
-	if (c->ev_read)
-		event_free(c->ev_read);
-	if (c->ev_write)
-		event_free(c->ev_write);
-	if (c->ev_timer)
-		event_free(c->ev_timer);
 	outbuf_free(&c->out);
 	parser_free(&c->parser);
+	transport_free(t);
 	free(c);
 	return NULL;
 }
 
-/* Leave the broker: subscriptions end (their unacked messages go back to
- * their queues) and open transactions are dropped. */
+/* Leave the broker: the session gives back all it holds. */
 static void
 conn_detach(struct conn *c)
 {
 	c->state = CONN_CLOSING;
-	struct sub *s, *stmp;
-	HASH_ITER(hh, c->subs, s, stmp) {
-		sub_free(s);
-	}
-	struct tx *t, *ttmp;
-	HASH_ITER(hh, c->txs, t, ttmp) {
-		tx_abort(c, t);
-	}
-	temp_free_all(c);
+	session_end(&c->session);
 }
 
 void
 conn_close_after_flush(struct conn *c)
 {
-	if (c->state == CONN_CLOSING || c->state == CONN_LINGER)
+	if (conn_is_closing(c))
 		return;
 	if (c->paused) {
 		paused_unlink(c);
 		c->paused = false;
 	}
 	conn_detach(c);
-	if (c->fd < 0)
-		return;
-	event_del(c->ev_read);
+	conn_want_read(c, false);
 	c->close_deadline_ms = conn_now_ms(c) + CLOSE_GRACE_MS;
 	c->timer_due = 0; /* the grace period replaces every other deadline */
 	conn_schedule(c);
@@ -150,7 +135,7 @@ conn_free(struct conn *c)
 	struct broker *b = c->broker;
 	if (c->paused)
 		paused_unlink(c);
-	if (c->state != CONN_CLOSING && c->state != CONN_LINGER)
+	if (!conn_is_closing(c))
 		conn_detach(c);
 	broker_flush_remove(b, c);
 	if (c->refused)
@@ -163,14 +148,10 @@ conn_free(struct conn *c)
 		b->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->fd >= 0) {
-		event_free(c->ev_read);
-		event_free(c->ev_write);
-		event_free(c->ev_timer);
-		evutil_closesocket(c->fd);
-		if (!c->refused)
-			log_info("%s: connection closed", c->peer);
-	}
+	event_free(c->ev_timer);
+	transport_free(c->transport);
+	if (!c->refused)
+		log_info("%s: connection closed", c->peer);
 	outbuf_free(&c->out);
 	parser_free(&c->parser);
 	free(c);
@@ -186,7 +167,7 @@ conn_refuse(struct conn *c)
 	b->nconns--;
 	b->refusing++;
 	b->stats.connections--;
-	if (wire_error(&c->out, c->version, "too many connections", NULL, 0, NULL,
+	if (wire_error(&c->out, c->session.version, "too many connections", NULL, 0, NULL,
 	    "The server has as many connections as it may (max-connections); try again later.") != 0) {
 		conn_free(c);
 		return;
@@ -197,8 +178,8 @@ conn_refuse(struct conn *c)
 void
 conn_shutdown(struct conn *c)
 {
-	if (c->state == CONN_OPEN && c->version >= STOMP_1_1 &&
-	    wire_error(&c->out, c->version, "server shutting down", NULL, 0, NULL,
+	if (c->state == CONN_OPEN && c->session.version >= STOMP_1_1 &&
+	    wire_error(&c->out, c->session.version, "server shutting down", NULL, 0, NULL,
 	    "The server is stopping; reconnect later.") != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
 	conn_close_after_flush(c);
@@ -220,35 +201,26 @@ linger_budget(const struct conn *c)
 }
 
 /* Everything is written: shut the write side (the peer sees the end after
- * our last frame) and drop input until the peer closes.  -1 if c must be
- * freed now. */
-static int
+ * our last frame) and drop input until the peer closes. */
+static void
 conn_linger(struct conn *c)
 {
-	size_t budget = linger_budget(c);
+	c->linger_left = linger_budget(c);
 	parser_free(&c->parser); /* nothing more is parsed */
-	event_del(c->ev_read);
-	event_del(c->ev_write);
-	if (shutdown(c->fd, SHUT_WR) != 0 ||
-	    event_assign(c->ev_read, c->broker->base, c->fd, EV_READ | EV_PERSIST, linger_cb, c) != 0 ||
-	    event_add(c->ev_read, NULL) != 0)
-		return -1;
+	transport_shutdown(c->transport);
 	c->state = CONN_LINGER;
-	c->linger_left = budget;
 	c->close_deadline_ms = conn_now_ms(c) + LINGER_MS;
 	c->timer_due = 0;
 	conn_schedule(c);
-	return 0;
+	transport_want(c->transport, true, false);
 }
 
 static void
-linger_cb(evutil_socket_t fd, short what, void *arg)
+conn_linger_read(struct conn *c)
 {
-	(void)what;
-	struct conn *c = arg;
-	char sink[64 * 1024];
-	ssize_t n = read(fd, sink, sizeof(sink));
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+	char sink[16 * 1024];
+	ssize_t n = transport_read(c->transport, sink, sizeof(sink));
+	if (n == TRANSPORT_AGAIN)
 		return;
 	if (n > 0 && (size_t)n < c->linger_left) {
 		c->linger_left -= (size_t)n;
@@ -280,10 +252,10 @@ conn_unblock(struct conn *c)
 {
 	c->out_blocked = false;
 	struct sub *s, *tmp;
-	HASH_ITER(hh, c->subs, s, tmp) {
-		if (s->dest->kind == DEST_QUEUE && sub_can_take(s)) {
-			broker_ready_add(s->dest, s);
-			broker_dispatch(c->broker, s->dest);
+	HASH_ITER(hh, c->session.subs, s, tmp) {
+		if (dest_kind(s->dest) == DEST_QUEUE && sub_can_take(s)) {
+			dest_ready_add(s->dest, s);
+			dest_dispatch(s->dest);
 		}
 	}
 }
@@ -291,43 +263,35 @@ conn_unblock(struct conn *c)
 int
 conn_flush(struct conn *c)
 {
-	if (c->fd < 0)
-		return 0;
 	if (c->overflow) {
 		log_warn("%s: slow consumer: %zu bytes unread (max-output %zu), closing", c->peer,
 		    outbuf_length(&c->out), c->broker->cfg->max_output);
 		conn_free(c);
 		return -1;
 	}
-	size_t left;
 	if (outbuf_settle(&c->out) != 0) {
 		log_error("%s: out of memory writing", c->peer);
 		conn_free(c);
 		return -1;
 	}
-	while ((left = evbuffer_get_length(c->out.buf)) > 0) {
-		int n = evbuffer_write(c->out.buf, c->fd);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-				break;
-			log_info("%s: write failed: %s", c->peer, strerror(errno));
-			conn_free(c);
-			return -1;
-		}
-		c->last_write_ms = conn_now_ms(c);
-		if (n == 0)
-			break;
-	}
+	if (c->state == CONN_LINGER)
+		return 0; /* shut: nothing more is written */
+	size_t left = evbuffer_get_length(c->out.buf);
 	if (left > 0) {
-		event_add(c->ev_write, NULL);
-	} else {
-		event_del(c->ev_write);
-		if (c->state == CONN_CLOSING) {
-			if (conn_linger(c) == 0)
-				return 0;
+		ssize_t n = transport_write(c->transport, c->out.buf);
+		if (n == TRANSPORT_ERROR) {
+			log_info("%s: write failed: %s", c->peer, transport_error(c->transport));
 			conn_free(c);
 			return -1;
 		}
+		if (n > 0)
+			c->last_write_ms = conn_now_ms(c);
+		left = evbuffer_get_length(c->out.buf);
+	}
+	conn_want_write(c, left > 0);
+	if (left == 0 && c->state == CONN_CLOSING) {
+		conn_linger(c);
+		return 0;
 	}
 	if (c->out_blocked && left < c->broker->cfg->output_high_water / 2)
 		conn_unblock(c);
@@ -339,7 +303,7 @@ conn_process(struct conn *c)
 {
 	struct frame *f;
 	bool completed = false;
-	while (c->state != CONN_CLOSING && !c->paused && c->reject_at_ms == 0) {
+	while (!conn_is_closing(c) && !c->paused && c->reject_at_ms == 0) {
 		enum parser_result r = parser_next(&c->parser, &f);
 		if (r == PARSE_FRAME) {
 			completed = true;
@@ -352,7 +316,7 @@ conn_process(struct conn *c)
 			break;
 		}
 	}
-	if (c->state != CONN_CLOSING) {
+	if (!conn_is_closing(c)) {
 		parser_trim(&c->parser);
 		/* A frame left unfinished must be finished in time; the clock
 		 * restarts with each frame, however the stream is split. */
@@ -368,10 +332,13 @@ conn_process(struct conn *c)
 }
 
 static void
-read_cb(evutil_socket_t fd, short what, void *arg)
+conn_readable(void *arg)
 {
-	(void)what;
 	struct conn *c = arg;
+	if (c->state == CONN_LINGER) {
+		conn_linger_read(c);
+		return;
+	}
 	size_t avail;
 	char *space = parser_space(&c->parser, READ_CHUNK, &avail);
 	if (space == NULL) {
@@ -379,29 +346,29 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 		conn_free(c);
 		return;
 	}
-	ssize_t n = read(fd, space, avail);
+	ssize_t n = transport_read(c->transport, space, avail);
 	if (n > 0) {
 		parser_commit(&c->parser, (size_t)n);
 		c->last_read_ms = conn_now_ms(c);
 		conn_process(c);
 		return;
 	}
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+	if (n == TRANSPORT_AGAIN) {
+		parser_trim(&c->parser); /* an idle connection holds no buffer */
 		return;
+	}
 	if (n == 0)
 		log_debug("%s: end of stream", c->peer);
 	else
-		log_info("%s: read failed: %s", c->peer, strerror(errno));
+		log_info("%s: read failed: %s", c->peer, transport_error(c->transport));
 	if (parser_mid_frame(&c->parser))
 		log_info("%s: closed in the middle of a frame", c->peer);
 	conn_free(c);
 }
 
 static void
-write_cb(evutil_socket_t fd, short what, void *arg)
+conn_writable(void *arg)
 {
-	(void)fd;
-	(void)what;
 	struct conn *c = arg;
 	broker_flush_remove(c->broker, c);
 	conn_flush(c);
@@ -413,7 +380,7 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 static uint64_t
 next_deadline(const struct conn *c)
 {
-	if (c->state == CONN_CLOSING || c->state == CONN_LINGER)
+	if (conn_is_closing(c))
 		return c->close_deadline_ms;
 	const struct config *cfg = c->broker->cfg;
 	uint64_t due = UINT64_MAX;
@@ -435,14 +402,32 @@ next_deadline(const struct conn *c)
 void
 conn_schedule(struct conn *c)
 {
-	if (c->fd < 0)
-		return;
 	uint64_t due = next_deadline(c);
 	if (due == UINT64_MAX || (c->timer_due != 0 && c->timer_due <= due))
 		return;
-	uint64_t now = conn_now_ms(c);
-	arm_timer(c, due > now ? due - now : 0);
+	uint64_t now = conn_now_ms(c), ms = due > now ? due - now : 0;
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+	evtimer_add(c->ev_timer, &tv);
 	c->timer_due = due;
+}
+
+/* The CONNECT deadline passed.  A transport still in its handshake (TLS)
+ * cannot carry an ERROR: it is just closed. */
+static void
+conn_connect_timeout(struct conn *c)
+{
+	const struct config *cfg = c->broker->cfg;
+	if (!c->transport->established) {
+		log_info("%s: %s handshake not finished within %u ms (connect-timeout-ms), closing",
+		    c->peer, transport_kind(c->transport), cfg->connect_timeout_ms);
+		conn_free(c);
+		return;
+	}
+	char detail[128];
+	snprintf(detail, sizeof(detail), "No CONNECT frame within %u ms of connecting.",
+	    cfg->connect_timeout_ms);
+	proto_error(c, NULL, "connect timeout", detail);
+	conn_schedule(c);
 }
 
 static void
@@ -454,7 +439,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	const struct config *cfg = c->broker->cfg;
 	uint64_t now = conn_now_ms(c);
 	c->timer_due = 0;
-	if (c->state == CONN_CLOSING || c->state == CONN_LINGER) {
+	if (conn_is_closing(c)) {
 		if (now >= c->close_deadline_ms) {
 			if (c->state == CONN_CLOSING)
 				log_info("%s: peer did not read its last output in time", c->peer);
@@ -469,10 +454,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			proto_error(c, NULL, "authentication failed", "Wrong login or passcode.");
 		}
 	} else if (c->state == CONN_AWAIT_CONNECT && now >= c->opened_ms + cfg->connect_timeout_ms) {
-		char detail[128];
-		snprintf(detail, sizeof(detail), "No CONNECT frame within %u ms of connecting.",
-		    cfg->connect_timeout_ms);
-		proto_error(c, NULL, "connect timeout", detail);
+		conn_connect_timeout(c);
+		return;
 	} else if (c->frame_started_ms && !c->paused &&
 	    now >= c->frame_started_ms + cfg->frame_timeout_ms) {
 		char detail[128];
@@ -497,11 +480,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 void
 conn_reject_later(struct conn *c, unsigned delay_ms)
 {
-	if (c->fd < 0 || delay_ms == 0) {
+	if (delay_ms == 0) {
 		proto_error(c, NULL, "authentication failed", "Wrong login or passcode.");
 		return;
 	}
-	event_del(c->ev_read);
+	conn_want_read(c, false);
 	c->reject_at_ms = conn_now_ms(c) + delay_ms;
 	c->timer_due = 0;
 	conn_schedule(c);
@@ -513,17 +496,16 @@ void
 conn_pause(struct conn *c, struct dest *full)
 {
 	struct broker *b = c->broker;
-	if (c->paused || c->state == CONN_CLOSING)
+	if (c->paused || conn_is_closing(c))
 		return;
 	c->paused = true;
 	c->paused_on = full;
-	c->paused_gen = b->dests_freed;
-	if (c->ev_read != NULL)
-		event_del(c->ev_read);
+	c->paused_gen = b->dests.freed;
+	conn_want_read(c, false);
 	c->paused_next = b->paused;
 	b->paused = c;
 	broker_paused_added(b);
-	log_debug("%s: paused (%s)", c->peer, full ? full->name : "memory limit");
+	log_debug("%s: paused (%s)", c->peer, full ? dest_name(full) : "memory limit");
 }
 
 /* Unlink c from the broker's paused list, wherever it is. */
@@ -546,8 +528,8 @@ conn_resume(struct conn *c)
 	c->paused = false;
 	c->paused_on = NULL;
 	c->last_read_ms = conn_now_ms(c); /* we did not read: the client was not silent */
-	if (c->ev_read != NULL && c->state != CONN_CLOSING && c->state != CONN_LINGER)
-		event_add(c->ev_read, NULL);
+	if (!conn_is_closing(c))
+		conn_want_read(c, true);
 	log_debug("%s: resumed", c->peer);
 	/* Frames that arrived with the one that paused us are still buffered. */
 	conn_process(c);

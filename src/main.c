@@ -6,15 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <arpa/inet.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
+#include <openssl/crypto.h>
 
 #include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/config.h"
+#include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/proto.h"
 #include "eft/version.h"
@@ -27,8 +26,10 @@ usage(FILE *out)
 	    "\n"
 	    "eft %s - a small, fast STOMP 1.0/1.1/1.2 broker.\n"
 	    "\n"
-	    "  -b, --bind ADDR        listen address (default 127.0.0.1; ::1 or 0.0.0.0 also work)\n"
-	    "  -p, --port PORT        listen port (default 61613; 0 picks a free port and logs it)\n"
+	    "  -L, --listen URL       listen on tcp://HOST:PORT or tls://HOST:PORT (IPv6 as\n"
+	    "                         tcp://[::1]:PORT); repeat for several listeners\n"
+	    "  -b, --bind ADDR        shorthand for one tcp listener's address (default 127.0.0.1)\n"
+	    "  -p, --port PORT        ... and its port (default 61613; 0 picks a free port)\n"
 	    "  -c, --config FILE      read settings from FILE (key = value lines; see etc/eftd.conf)\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	    "  -V, --version          print the version and exit\n"
@@ -114,24 +115,11 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		log_info("SIGHUP: reloaded %s: %zu user%s (%s)", path, n, n == 1 ? "" : "s", changes);
 }
 
-/* The port actually bound (differs from the config for port 0). */
-static unsigned
-bound_port(struct broker *b)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	evutil_socket_t fd = evconnlistener_get_fd(b->listener);
-	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-		return b->cfg->port;
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
 int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'L' },
 		{ "bind", required_argument, NULL, 'b' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "config", required_argument, NULL, 'c' },
@@ -142,18 +130,22 @@ main(int argc, char **argv)
 	};
 	const char *config_path = NULL;
 	/* Flags are applied after the file, so remember them in order. */
-	const char *flag_key[8];
-	const char *flag_val[8];
+	enum { MAX_FLAGS = 8 + CONFIG_MAX_LISTENERS };
+	const char *flag_key[MAX_FLAGS];
+	const char *flag_val[MAX_FLAGS];
 	int nflags = 0, opt;
 
 	opterr = 0; /* one line of our own instead of getopt's */
-	while ((opt = getopt_long(argc, argv, ":b:p:c:l:Vh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":L:b:p:c:l:Vh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'b': case 'p': case 'l':
-			if (nflags < 8) {
-				flag_key[nflags] = opt == 'b' ? "bind" : opt == 'p' ? "port" : "log-level";
-				flag_val[nflags++] = optarg;
+		case 'L': case 'b': case 'p': case 'l':
+			if (nflags == MAX_FLAGS) {
+				fprintf(stderr, "eftd: too many flags\n");
+				return 1;
 			}
+			flag_key[nflags] = opt == 'L' ? "listen" : opt == 'b' ? "bind" :
+			    opt == 'p' ? "port" : "log-level";
+			flag_val[nflags++] = optarg;
 			break;
 		case 'c':
 			config_path = optarg;
@@ -241,8 +233,12 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: cannot install signal handlers\n");
 		goto out;
 	}
-	log_info("eft %s listening on %s port %u (libevent %s, %s)", EFT_VERSION, cfg.bind,
-	    bound_port(b), event_get_version(), event_base_get_method(base));
+	log_info("eft %s (libevent %s, %s, %s)", EFT_VERSION, event_get_version(),
+	    event_base_get_method(base), OpenSSL_version(OPENSSL_VERSION));
+	for (const struct listener *l = b->listeners; l != NULL; l = l->next)
+		log_info("listening on %s://%s%s%s:%u", l->where.scheme,
+		    strchr(l->where.host, ':') ? "[" : "", l->where.host,
+		    strchr(l->where.host, ':') ? "]" : "", l->port);
 	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
 	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (event_base_dispatch(base) < 0) {
@@ -250,7 +246,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	broker_close_all(b);
-	size_t ndests, queued = broker_queued(b, &ndests);
+	size_t ndests, queued = dests_queued(&b->dests, &ndests);
 	if (queued > 0)
 		log_warn("discarding %zu queued message%s on %zu destination%s (eftd keeps "
 		    "messages in memory only)", queued, queued == 1 ? "" : "s", ndests,

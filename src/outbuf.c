@@ -1,4 +1,5 @@
 /* outbuf.c - output through one open evbuffer reservation at a time. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "eft/outbuf.h"
@@ -11,7 +12,12 @@ outbuf_init(struct outbuf *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->buf = evbuffer_new();
-	return o->buf ? 0 : -1;
+	o->scratch = evbuffer_new();
+	if (o->buf == NULL || o->scratch == NULL) {
+		outbuf_free(o);
+		return -1;
+	}
+	return 0;
 }
 
 void
@@ -19,6 +25,8 @@ outbuf_free(struct outbuf *o)
 {
 	if (o->buf != NULL)
 		evbuffer_free(o->buf);
+	if (o->scratch != NULL)
+		evbuffer_free(o->scratch);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -61,10 +69,16 @@ outbuf_add(struct outbuf *o, const void *data, size_t n)
 }
 
 int
-outbuf_add_reference(struct outbuf *o, const void *data, size_t n,
+outbuf_add_with_reference(struct outbuf *o, size_t head_len, const void *data, size_t n,
     evbuffer_ref_cleanup_cb cleanup, void *arg)
 {
-	if (outbuf_settle(o) != 0)
+	/* The reference's chain is the allocation that can fail: make it
+	 * aside first.  Committing the head and moving chains allocate nothing. */
+	if (evbuffer_add_reference(o->scratch, data, n, cleanup, arg) != 0)
 		return -1;
-	return evbuffer_add_reference(o->buf, data, n, cleanup, arg);
+	outbuf_wrote(o, head_len);
+	/* Cannot fail: the reservation is ours and nothing touched buf since. */
+	if (outbuf_settle(o) != 0 || evbuffer_add_buffer(o->buf, o->scratch) != 0)
+		abort();
+	return 0;
 }

@@ -42,8 +42,9 @@ error_context(const struct conn *c, const struct frame *f, char *out, size_t out
 		log_clean(cmd, sizeof(cmd), f->cmd_name, f->cmd_len);
 	if (d != NULL)
 		log_clean(dest, sizeof(dest), d->value, d->value_len);
-	if (c->user != NULL)
-		log_clean(user, sizeof(user), auth_user_name(c->user), strlen(auth_user_name(c->user)));
+	if (c->session.user != NULL)
+		log_clean(user, sizeof(user), auth_user_name(c->session.user),
+		    strlen(auth_user_name(c->session.user)));
 	snprintf(out, outlen, "%s%s%s%s%s%s", cmd, cmd[0] && dest[0] ? " " : "", dest,
 	    (cmd[0] || dest[0]) && user[0] ? ", " : "", user[0] ? "user " : "", user);
 }
@@ -56,8 +57,8 @@ send_error(struct conn *c, const struct frame *f, enum log_level level, const ch
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
 	char context[320];
-	if (wire_error(&c->out, c->version, message, r ? r->value : NULL, r ? r->value_len : 0,
-	    extra, detail) != 0)
+	if (wire_error(&c->out, c->session.version, message, r ? r->value : NULL,
+	    r ? r->value_len : 0, extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
 	error_context(c, f, context, sizeof(context));
 	log_msg(level, "%s: protocol error: %s%s%s%s", c->peer, message, context[0] ? " [" : "",
@@ -149,13 +150,12 @@ require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
 	const struct header *h = require(c, f, HDR_DESTINATION);
 	if (h == NULL)
 		return NULL;
-	/* An escaped CR or LF would make a name no STOMP 1.0 receiver can be
-	 * told (its MESSAGE would lose its destination): refuse such names. */
-	if (!f->plain && (memchr(h->value, '\n', h->value_len) || memchr(h->value, '\r', h->value_len))) {
+	enum address_error e = address_parse(h->value, h->value_len, !f->plain, kind);
+	if (e == ADDRESS_CRLF) {
 		fail(c, f, "invalid destination", "A destination name may not contain a CR or LF.");
 		return NULL;
 	}
-	if (!broker_address_kind(h->value, h->value_len, kind)) {
+	if (e != ADDRESS_OK) {
 		fail(c, f, "unknown destination",
 		    "'%.*s' is not a destination: use /queue/NAME (each message to one "
 		    "subscriber), /topic/NAME (each message to every subscriber) or "
@@ -174,7 +174,7 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
 	*failed = false;
 	if (h == NULL)
 		return NULL;
-	struct tx *t = tx_find(c, h->value, h->value_len);
+	struct tx *t = tx_find(&c->session, h->value, h->value_len);
 	if (t == NULL) {
 		*failed = true;
 		fail(c, f, "unknown transaction", "%s names transaction '%.*s', which was not begun.",
@@ -260,9 +260,9 @@ authenticate(struct conn *c, const struct frame *f, const struct header *login)
 	}
 	const struct header *pass = frame_get(f, HDR_PASSCODE);
 	if (login != NULL && (!anonymous_ok || auth_find(b->auth, login->value, login->value_len))) {
-		c->user = auth_check(b->auth, login->value, login->value_len,
+		c->session.user = auth_check(b->auth, login->value, login->value_len,
 		    pass ? pass->value : NULL, pass ? pass->value_len : 0);
-		if (c->user != NULL)
+		if (c->session.user != NULL)
 			return true;
 	} else {
 		return true;
@@ -303,10 +303,10 @@ handle_connect(struct conn *c, struct frame *f)
 	if (!authenticate(c, f, login))
 		return RESULT_FAILED;
 
-	c->version = (enum stomp_version)v;
-	c->parser.version = c->version;
+	c->session.version = (enum stomp_version)v;
+	c->parser.version = c->session.version;
 	c->state = CONN_OPEN;
-	c->session = c->broker->next_session++;
+	c->session.id = c->broker->next_session++;
 	unsigned floor = c->broker->cfg->heartbeat_min_ms;
 	c->hb_send_ms = heartbeat_interval(cy, floor);
 	c->hb_recv_ms = heartbeat_interval(cx, floor);
@@ -316,11 +316,11 @@ handle_connect(struct conn *c, struct frame *f)
 	if (av == NULL) {
 		/* A 1.0 client that never heard of versions gets a 1.0 reply. */
 		n = snprintf(connected, sizeof(connected), "CONNECTED\nsession:eft-%" PRIu64 "\n\n",
-		    c->session);
+		    c->session.id);
 	} else {
 		n = snprintf(connected, sizeof(connected),
 		    "CONNECTED\nversion:1.%d\nheart-beat:%u,%u\nserver:eft/%s\nsession:eft-%" PRIu64
-		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session);
+		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session.id);
 	}
 	/* The frame's NUL is the one snprintf wrote. */
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
@@ -330,7 +330,7 @@ handle_connect(struct conn *c, struct frame *f)
 	if (login != NULL)
 		log_clean(name, sizeof(name), login->value, login->value_len);
 	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%s", c->peer, v,
-	    c->session, login ? ", login " : "", name);
+	    c->session.id, login ? ", login " : "", name);
 	return RESULT_DONE; /* CONNECT takes no receipt */
 }
 
@@ -343,9 +343,10 @@ handle_send(struct conn *c, struct frame *f)
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
-	if (!auth_may_write(c->user, dh->value, dh->value_len))
+	if (!auth_may_write(c->session.user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
-		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
+		    auth_user_name(c->session.user), (int)(dh->value_len > 200 ? 200 : dh->value_len),
+		    dh->value);
 	bool failed;
 	struct tx *t = frame_tx(c, f, &failed);
 	if (failed)
@@ -361,31 +362,33 @@ handle_send(struct conn *c, struct frame *f)
 	/* reply-to:/temp-queue/NAME: the receiver sees our private queue's
 	 * broker-wide name, and we are subscribed to it. */
 	const struct header *rt = frame_get(f, HDR_REPLY_TO);
-	if (rt != NULL && rt->value_len > TEMP_PREFIX_LEN &&
-	    memcmp(rt->value, TEMP_PREFIX, TEMP_PREFIX_LEN) == 0) {
+	enum address_kind rt_kind;
+	if (rt != NULL && address_parse(rt->value, rt->value_len, false, &rt_kind) == ADDRESS_OK &&
+	    rt_kind == ADDR_TEMP_QUEUE) {
 		/* The name becomes a subscription id: same rule as destinations. */
-		if (!f->plain && (memchr(rt->value, '\n', rt->value_len) ||
-		    memchr(rt->value, '\r', rt->value_len)))
+		if (address_parse(rt->value, rt->value_len, !f->plain, &rt_kind) != ADDRESS_OK)
 			return fail(c, f, "invalid reply-to", "A temp-queue name may not contain a CR or LF.");
-		struct temp *tq = temp_get(c, rt->value, rt->value_len);
-		int rc = tq ? temp_auto_subscribe(c, tq) : -1;
+		struct temp *tq = temp_get(&c->session, rt->value, rt->value_len);
+		int rc = tq ? temp_auto_subscribe(&c->session, tq) : -1;
 		if (rc == -2)
 			return fail(c, f, "subscription id already in use",
 			    "Replies to reply-to:%s would arrive on subscription id '%s', but this "
 			    "connection uses that id for another destination.", tq->name, tq->name);
 		if (rc != 0)
 			return fail_oom(c, f);
-		spec.reply_to = tq->dest->name;
-		spec.reply_to_len = tq->dest->name_len;
+		spec.reply_to = dest_name(tq->dest);
+		spec.reply_to_len = dest_name_len(tq->dest);
 	}
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
 	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
-		   : route_send(c, dh->value, dh->value_len, kind, m, &d);
-	if (rc != 0)
+		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
+	if (rc != 0) {
+		msg_unref(m); /* a failed call leaves the reference with us */
 		return fail_oom(c, f);
+	}
 	/* Flow control: a producer that filled a queue, or memory, waits. */
 	if (broker_memory_full(c->broker))
 		conn_pause(c, NULL);
@@ -403,15 +406,16 @@ handle_subscribe(struct conn *c, struct frame *f)
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
-	if (!auth_may_read(c->user, dh->value, dh->value_len))
+	if (!auth_may_read(c->session.user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
-		    auth_user_name(c->user), (int)(dh->value_len > 200 ? 200 : dh->value_len), dh->value);
+		    auth_user_name(c->session.user), (int)(dh->value_len > 200 ? 200 : dh->value_len),
+		    dh->value);
 	if (kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
 		    "Only the connection that made a temp-queue receives from it: "
 		    "SUBSCRIBE to /temp-queue/NAME, or just SEND with reply-to:/temp-queue/NAME.");
 	const struct header *idh = frame_get(f, HDR_ID);
-	if (idh == NULL && c->version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
+	if (idh == NULL && c->session.version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	/* STOMP 1.0 lets the destination name a subscription without an id. */
 	const char *id = idh ? idh->value : dh->value;
@@ -421,7 +425,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	 * eftd made for it (ActiveMQ-style clients subscribe themselves). */
 	struct temp *tq = NULL;
 	if (kind == ADDR_TEMP_QUEUE) {
-		tq = temp_get(c, dh->value, dh->value_len);
+		tq = temp_get(&c->session, dh->value, dh->value_len);
 		if (tq == NULL)
 			return fail_oom(c, f);
 		if (tq->auto_sub != NULL)
@@ -429,7 +433,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	}
 
 	struct sub *dup;
-	HASH_FIND(hh, c->subs, id, id_len, dup);
+	HASH_FIND(hh, c->session.subs, id, id_len, dup);
 	if (dup != NULL)
 		return fail(c, f, "subscription id already in use",
 		    "This connection already has a subscription '%.*s'.",
@@ -441,14 +445,14 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
-	if (HASH_COUNT(c->subs) >= c->broker->cfg->max_subscriptions) {
+	if (HASH_COUNT(c->session.subs) >= c->broker->cfg->max_subscriptions) {
 		char message[96];
 		snprintf(message, sizeof(message), "too many subscriptions: over %zu "
 		    "(max-subscriptions is %zu)", c->broker->cfg->max_subscriptions,
 		    c->broker->cfg->max_subscriptions);
 		return fail(c, f, message,
 		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
-		    HASH_COUNT(c->subs));
+		    HASH_COUNT(c->session.subs));
 	}
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
@@ -458,22 +462,23 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
 
-	struct dest *d = tq ? tq->dest : broker_dest_get(c->broker, dh->value, dh->value_len,
+	struct dests *dests = &c->broker->dests;
+	struct dest *d = tq ? tq->dest : dests_get(dests, dh->value, dh->value_len,
 	    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 	if (d == NULL)
 		return fail_oom(c, f);
-	struct sub *s = sub_new(c, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);
+	struct sub *s = sub_new(&c->session, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);
 	if (s == NULL) {
-		broker_dest_release(c->broker, d);
+		dests_release(dests, d);
 		return fail_oom(c, f);
 	}
-	log_debug("%s: subscribed to %s as '%s'", c->peer, d->name, s->id);
+	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
 		return fail_oom(c, f);
-	if (d->kind == DEST_QUEUE)
-		broker_dispatch(c->broker, d);
+	if (dest_kind(d) == DEST_QUEUE)
+		dest_dispatch(d);
 	return RESULT_DONE;
 }
 
@@ -481,12 +486,12 @@ static enum result
 handle_unsubscribe(struct conn *c, struct frame *f)
 {
 	const struct header *h = frame_get(f, HDR_ID);
-	if (h == NULL && c->version == STOMP_1_0)
+	if (h == NULL && c->session.version == STOMP_1_0)
 		h = frame_get(f, HDR_DESTINATION);
 	if (h == NULL && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	struct sub *s;
-	HASH_FIND(hh, c->subs, h->value, h->value_len, s);
+	HASH_FIND(hh, c->session.subs, h->value, h->value_len, s);
 	if (s == NULL)
 		return fail(c, f, "no such subscription",
 		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
@@ -514,17 +519,15 @@ find_delivery(struct conn *c, const struct frame *f, struct delivery_key *k)
 		return false;
 	struct sub *s, *tmp;
 	if (sh != NULL) {
-		HASH_FIND(hh, c->subs, sh->value, sh->value_len, s);
+		HASH_FIND(hh, c->session.subs, sh->value, sh->value_len, s);
 		if (s == NULL)
 			return false;
 		k->sub_seq = s->seq;
 		return true;
 	}
-	HASH_ITER(hh, c->subs, s, tmp) {
-		struct delivery *dl;
+	HASH_ITER(hh, c->session.subs, s, tmp) {
 		k->sub_seq = s->seq;
-		HASH_FIND(hh, c->deliveries, k, sizeof(*k), dl);
-		if (dl != NULL)
+		if (sub_find_delivery(&c->session, k) != NULL)
 			return true;
 	}
 	return false;
@@ -549,7 +552,7 @@ settle(struct conn *c, struct frame *f, bool nack)
 	}
 	if (t != NULL)
 		return tx_add_settle(t, &k, nack) == 0 ? RESULT_OK : fail_oom(c, f);
-	sub_settle(c, &k, nack);
+	sub_settle(&c->session, &k, nack);
 	return RESULT_OK;
 }
 
@@ -573,10 +576,10 @@ handle_begin(struct conn *c, struct frame *f)
 	const struct header *h = require(c, f, HDR_TRANSACTION);
 	if (h == NULL)
 		return RESULT_FAILED;
-	if (tx_find(c, h->value, h->value_len) != NULL)
+	if (tx_find(&c->session, h->value, h->value_len) != NULL)
 		return fail(c, f, "transaction already begun", "Transaction '%.*s' is already open.",
 		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
-	return tx_begin(c, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
+	return tx_begin(&c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
 }
 
 static enum result
@@ -589,10 +592,10 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 	if (failed)
 		return RESULT_FAILED;
 	if (!commit) {
-		tx_abort(c, t);
+		tx_abort(&c->session, t);
 		return RESULT_OK;
 	}
-	return tx_commit(c, t) == 0 ? RESULT_OK : fail_oom(c, f);
+	return tx_commit(&c->session, t) == 0 ? RESULT_OK : fail_oom(c, f);
 }
 
 static enum result
@@ -613,7 +616,7 @@ static enum result
 handle_disconnect(struct conn *c, struct frame *f)
 {
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
 		log_error("%s: out of memory writing RECEIPT", c->peer);
 	log_debug("%s: DISCONNECT", c->peer);
 	conn_close_after_flush(c);
@@ -628,19 +631,19 @@ proto_replace_users(struct broker *b, struct auth *users)
 	size_t closed = 0;
 	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
 		next = c->next;
-		if (c->user == NULL)
+		if (c->session.user == NULL)
 			continue;
-		const char *name = auth_user_name(c->user);
+		const char *name = auth_user_name(c->session.user);
 		const struct auth_user *u = auth_find(users, name, strlen(name));
 		if (u != NULL) {
-			c->user = u; /* new permissions apply at once */
+			c->session.user = u; /* new permissions apply at once */
 			continue;
 		}
 		if (c->state == CONN_OPEN) {
 			refuse(c, NULL, "user removed", "User '%s' is no longer in the users file.", name);
 			closed++;
 		}
-		c->user = NULL; /* closing: it handles no more frames */
+		c->session.user = NULL; /* closing: it handles no more frames */
 	}
 	auth_free(b->auth);
 	b->auth = users;
@@ -678,6 +681,6 @@ proto_handle(struct conn *c, struct frame *f)
 	if (handlers[f->cmd](c, f) != RESULT_OK)
 		return;
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->version, r->value, r->value_len) != 0)
+	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
 		fail_oom(c, f);
 }

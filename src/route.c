@@ -2,70 +2,85 @@
  * a SEND inside a transaction is routed by the same code at COMMIT. */
 #include <string.h>
 
-#include "eft/conn.h"
+#include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
+#include "eft/session.h"
 #include "eft/temp.h"
 
-int
-route_send(struct conn *c, const char *name, size_t len, enum address_kind kind, struct msg *m,
-    struct dest **where)
+struct dest *
+route_resolve(struct session *ss, const char *name, size_t len, enum address_kind kind, int *err)
 {
-	struct broker *b = c->broker;
-	if (where != NULL)
-		*where = NULL;
+	struct broker *b = ss->broker;
+	struct dest *d;
+	*err = 0;
 	switch (kind) {
 	case ADDR_QUEUE:
-	case ADDR_TOPIC: {
+	case ADDR_TOPIC:
 		/* Producers mostly send to one destination: skip the hash then. */
-		struct dest *d = c->send_cache;
-		if (d == NULL || c->send_cache_gen != b->dests_freed || d->name_len != len ||
-		    memcmp(d->name, name, len) != 0) {
-			d = broker_dest_find(b, name, len);
-			if (d == NULL && kind == ADDR_TOPIC) {
-				/* Nobody listens, and a topic keeps nothing. */
-				b->stats.msgs_in++;
-				msg_unref(m);
-				return 0;
-			}
-			if (d == NULL)
-				d = broker_dest_get(b, name, len, DEST_QUEUE);
-			if (d == NULL) {
-				msg_unref(m);
-				return -1;
-			}
-			c->send_cache = d;
-			c->send_cache_gen = b->dests_freed;
+		d = ss->send_cache;
+		if (d != NULL && ss->send_cache_gen == b->dests.freed && dest_is(d, name, len))
+			return d;
+		d = dests_find(&b->dests, name, len);
+		if (d == NULL && kind == ADDR_TOPIC)
+			return NULL; /* nobody listens, and a topic keeps nothing */
+		if (d == NULL && (d = dests_get(&b->dests, name, len, DEST_QUEUE)) == NULL) {
+			*err = -1;
+			return NULL;
 		}
-		if (where != NULL && d->kind == DEST_QUEUE)
-			*where = d;
-		return broker_publish(b, d, m);
-	}
+		ss->send_cache = d;
+		ss->send_cache_gen = b->dests.freed;
+		return d;
 	case ADDR_TEMP_QUEUE: {
-		struct temp *t = temp_get(c, name, len);
-		if (t == NULL) {
-			msg_unref(m);
-			return -1;
-		}
-		if (where != NULL)
-			*where = t->dest;
-		return broker_publish(b, t->dest, m);
+		struct temp *t = temp_get(ss, name, len);
+		if (t == NULL)
+			*err = -1;
+		return t ? t->dest : NULL;
 	}
-	case ADDR_REPLY_QUEUE: {
-		struct dest *d = broker_dest_find(b, name, len);
-		if (d == NULL || d->temp == NULL) {
+	case ADDR_REPLY_QUEUE:
+		d = dests_find(&b->dests, name, len);
+		if (d == NULL || dest_temp(d) == NULL) {
 			/* Its owner disconnected: nobody may have its replies. */
 			b->stats.replies_dropped++;
-			b->stats.msgs_in++;
-			log_debug("%s: reply to %.*s dropped: no such temp-queue", c->peer, (int)len, name);
-			msg_unref(m);
-			return 0;
+			log_debug("%s: reply to %.*s dropped: no such temp-queue", session_peer(ss),
+			    (int)len, name);
+			return NULL;
 		}
-		if (where != NULL)
-			*where = d;
-		return broker_publish(b, d, m);
+		return d;
 	}
+	return NULL;
+}
+
+int
+route_publish(struct session *ss, struct dest *d, struct msg *m)
+{
+	struct broker *b = ss->broker;
+	if (d == NULL) {
+		b->stats.msgs_in++;
+		msg_unref(m);
+		return 0;
 	}
-	msg_unref(m);
+	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0)
+		return -1;
+	b->stats.msgs_in++;
+	return 0;
+}
+
+int
+route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
+    struct dest **where)
+{
+	int err;
+	struct dest *d = route_resolve(ss, name, len, kind, &err);
+	if (where != NULL)
+		*where = NULL;
+	if (err != 0)
+		return -1;
+	if (route_publish(ss, d, m) != 0) {
+		dests_release(&ss->broker->dests, d); /* a queue just made for m */
+		return -1;
+	}
+	if (where != NULL && d != NULL && dest_kind(d) == DEST_QUEUE)
+		*where = d;
 	return 0;
 }

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-
+#include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/log.h"
+#include "eft/session.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/wire.h"
@@ -31,13 +31,13 @@ sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out)
 }
 
 struct sub *
-sub_new(struct conn *c, struct dest *d, const char *id, size_t id_len, bool has_id,
+sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool has_id,
     enum ack_mode ack, uint32_t prefetch)
 {
 	struct sub *s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return NULL;
-	size_t esc = has_id ? frame_escaped_len(c->version, id, id_len) : 0;
+	size_t esc = has_id ? frame_escaped_len(ss->version, id, id_len) : 0;
 	s->id = malloc(id_len + 1);
 	s->sub_line = malloc(has_id ? esc + 15 : 1);
 	if (s->id == NULL || s->sub_line == NULL) {
@@ -52,30 +52,25 @@ sub_new(struct conn *c, struct dest *d, const char *id, size_t id_len, bool has_
 	if (has_id) {
 		char *p = s->sub_line;
 		memcpy(p, "subscription:", 13);
-		p = frame_escape(c->version, p + 13, id, id_len);
+		p = frame_escape(ss->version, p + 13, id, id_len);
 		*p++ = '\n';
 		s->sub_line_len = (size_t)(p - s->sub_line);
 	}
 	s->sub_line[s->sub_line_len] = '\0';
-	s->conn = c;
+	s->session = ss;
 	s->dest = d;
 	s->ack = ack;
 	s->prefetch = prefetch;
-	s->seq = c->broker->next_sub_seq++;
-
-	s->dest_next = d->subs;
-	if (d->subs)
-		d->subs->dest_prev = s;
-	d->subs = s;
-	d->nsubs++;
-	HASH_ADD_KEYPTR(hh, c->subs, s->id, s->id_len, s);
-	if (d->kind == DEST_QUEUE && sub_can_take(s))
-		broker_ready_add(d, s);
+	s->seq = ss->broker->next_sub_seq++;
+	dest_sub_add(d, s);
+	HASH_ADD_KEYPTR(hh, ss->subs, s->id, s->id_len, s);
+	if (dest_kind(d) == DEST_QUEUE && sub_can_take(s))
+		dest_ready_add(d, s);
 	return s;
 }
 
 static void
-delivery_unlink(struct conn *c, struct delivery *dl)
+delivery_unlink(struct session *ss, struct delivery *dl)
 {
 	struct sub *s = dl->sub;
 	if (dl->prev)
@@ -87,37 +82,30 @@ delivery_unlink(struct conn *c, struct delivery *dl)
 	else
 		s->unacked_tail = dl->prev;
 	s->n_unacked--;
-	HASH_DEL(c->deliveries, dl);
+	HASH_DEL(ss->deliveries, dl);
 }
 
 void
 sub_free(struct sub *s)
 {
-	struct conn *c = s->conn;
+	struct session *ss = s->session;
 	struct dest *d = s->dest;
-	struct broker *b = c->broker;
 
-	broker_ready_remove(d, s);
-	if (s->dest_prev)
-		s->dest_prev->dest_next = s->dest_next;
-	else
-		d->subs = s->dest_next;
-	if (s->dest_next)
-		s->dest_next->dest_prev = s->dest_prev;
-	d->nsubs--;
-	HASH_DEL(c->subs, s);
-	if (d->temp != NULL && d->temp->auto_sub == s)
-		d->temp->auto_sub = NULL;
+	dest_sub_remove(d, s);
+	HASH_DEL(ss->subs, s);
+	struct temp *t = dest_temp(d);
+	if (t != NULL && t->auto_sub == s)
+		t->auto_sub = NULL;
 
 	/* Newest first onto the head of the queue keeps the original order. */
 	while (s->unacked_tail != NULL) {
 		struct delivery *dl = s->unacked_tail;
-		delivery_unlink(c, dl);
-		broker_requeue(b, d, dl->msg);
+		delivery_unlink(ss, dl);
+		dest_requeue(d, dl->msg);
 		free(dl);
 	}
-	broker_dispatch(b, d);
-	broker_dest_release(b, d);
+	dest_dispatch(d);
+	dests_release(&ss->broker->dests, d);
 	free(s->id);
 	free(s->sub_line);
 	free(s);
@@ -126,7 +114,8 @@ sub_free(struct sub *s)
 bool
 sub_can_take(const struct sub *s)
 {
-	return s->conn->state == CONN_OPEN && !s->conn->out_blocked &&
+	const struct conn *c = s->session->conn;
+	return c->state == CONN_OPEN && !c->out_blocked &&
 	    (s->prefetch == 0 || s->n_unacked < s->prefetch);
 }
 
@@ -155,15 +144,16 @@ sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out)
 int
 sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 {
-	struct conn *c = s->conn;
+	struct session *ss = s->session;
+	struct conn *c = ss->conn;
 	char ack[48];
 	size_t ack_len = 0;
 	struct delivery *dl = NULL;
 
-	if (s->ack != ACK_AUTO && c->version == STOMP_1_2)
+	if (s->ack != ACK_AUTO && ss->version == STOMP_1_2)
 		ack_len = sub_ack_id(ack, sizeof(ack), s->seq, m->id);
 	/* Topics keep nothing to give back, so only queue deliveries wait for an ACK. */
-	if (s->ack != ACK_AUTO && s->dest->kind == DEST_QUEUE) {
+	if (s->ack != ACK_AUTO && dest_kind(s->dest) == DEST_QUEUE) {
 		dl = calloc(1, sizeof(*dl));
 		if (dl == NULL)
 			return -1;
@@ -173,17 +163,18 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		dl->sub = s;
 		dl->redelivered = redelivered;
 	}
-	if (wire_message(&c->out, c->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
+	if (wire_message(&c->out, ss->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
 		free(dl);
 		return -1;
 	}
 	if (dl != NULL) {
 		struct delivery *dup;
-		HASH_FIND(hh, c->deliveries, &dl->key, sizeof(dl->key), dup);
+		HASH_FIND(hh, ss->deliveries, &dl->key, sizeof(dl->key), dup);
 		if (dup != NULL) {
 			/* The same message again on the same subscription (NACKed and
 			 * redelivered while an older copy is still listed): keep one. */
-			delivery_unlink(c, dup);
+			delivery_unlink(ss, dup);
+			dest_settled(s->dest);
 			msg_unref(dup->msg);
 			free(dup);
 		}
@@ -194,39 +185,47 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 			s->unacked_head = dl;
 		s->unacked_tail = dl;
 		s->n_unacked++;
-		HASH_ADD(hh, c->deliveries, key, sizeof(dl->key), dl);
+		HASH_ADD(hh, ss->deliveries, key, sizeof(dl->key), dl);
 	} else {
 		msg_unref(m);
 	}
-	c->broker->stats.deliveries++;
+	ss->broker->stats.deliveries++;
 	conn_output_added(c);
 	return 0;
 }
 
-bool
-sub_settle(struct conn *c, const struct delivery_key *k, bool nack)
+struct delivery *
+sub_find_delivery(struct session *ss, const struct delivery_key *k)
 {
 	struct delivery *dl;
-	HASH_FIND(hh, c->deliveries, k, sizeof(*k), dl);
+	HASH_FIND(hh, ss->deliveries, k, sizeof(*k), dl);
+	return dl;
+}
+
+bool
+sub_settle(struct session *ss, const struct delivery_key *k, bool nack)
+{
+	struct delivery *dl = sub_find_delivery(ss, k);
 	if (dl == NULL)
 		return false;
 	struct sub *s = dl->sub;
-	struct broker *b = c->broker;
 	/* client mode settles this delivery and all before it; walk back from it
 	 * so that NACKed messages return to the queue in their first order. */
 	struct delivery *stop = s->ack == ACK_CLIENT ? NULL : dl->prev;
 	while (dl != stop) {
 		struct delivery *prev = dl->prev;
-		delivery_unlink(c, dl);
-		if (nack)
-			broker_requeue(b, s->dest, dl->msg);
-		else
+		delivery_unlink(ss, dl);
+		if (nack) {
+			dest_requeue(s->dest, dl->msg);
+		} else {
+			dest_settled(s->dest);
 			msg_unref(dl->msg);
+		}
 		free(dl);
 		dl = prev;
 	}
 	if (sub_can_take(s))
-		broker_ready_add(s->dest, s);
-	broker_dispatch(b, s->dest);
+		dest_ready_add(s->dest, s);
+	dest_dispatch(s->dest);
 	return true;
 }

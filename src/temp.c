@@ -3,8 +3,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "eft/conn.h"
+#include "eft/broker.h"
+#include "eft/dest.h"
 #include "eft/log.h"
+#include "eft/session.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 
@@ -30,10 +32,10 @@ random_name(char out[23])
 }
 
 struct temp *
-temp_get(struct conn *c, const char *name, size_t len)
+temp_get(struct session *ss, const char *name, size_t len)
 {
 	struct temp *t;
-	HASH_FIND(hh, c->temps, name, len, t);
+	HASH_FIND(hh, ss->temps, name, len, t);
 	if (t != NULL)
 		return t;
 
@@ -50,12 +52,12 @@ temp_get(struct conn *c, const char *name, size_t len)
 	char qname[REPLY_PREFIX_LEN + 8 + 23];
 	memcpy(qname, REPLY_PREFIX "eft.gen-", REPLY_PREFIX_LEN + 8);
 	random_name(qname + REPLY_PREFIX_LEN + 8);
-	t->dest = broker_dest_get(c->broker, qname, strlen(qname), DEST_QUEUE);
+	t->dest = dests_get(&ss->broker->dests, qname, strlen(qname), DEST_QUEUE);
 	if (t->dest == NULL)
 		goto fail;
-	t->dest->temp = t;
-	HASH_ADD_KEYPTR(hh, c->temps, t->name, t->name_len, t);
-	log_debug("%s: %s is %s", c->peer, t->name, t->dest->name);
+	dest_set_temp(t->dest, t);
+	HASH_ADD_KEYPTR(hh, ss->temps, t->name, t->name_len, t);
+	log_debug("%s: %s is %s", session_peer(ss), t->name, dest_name(t->dest));
 	return t;
 fail:
 	free(t->name);
@@ -64,33 +66,34 @@ fail:
 }
 
 int
-temp_auto_subscribe(struct conn *c, struct temp *t)
+temp_auto_subscribe(struct session *ss, struct temp *t)
 {
-	if (t->auto_sub != NULL || t->dest->nsubs > 0)
+	if (t->auto_sub != NULL || dest_subscribers(t->dest) > 0)
 		return 0;
 	/* The id is the name the client chose: RabbitMQ clients match replies on it. */
 	struct sub *s;
-	HASH_FIND(hh, c->subs, t->name, t->name_len, s);
+	HASH_FIND(hh, ss->subs, t->name, t->name_len, s);
 	if (s != NULL)
 		return -2; /* the client uses that id for another destination */
-	t->auto_sub = sub_new(c, t->dest, t->name, t->name_len, true, ACK_AUTO, 0);
+	t->auto_sub = sub_new(ss, t->dest, t->name, t->name_len, true, ACK_AUTO, 0);
 	if (t->auto_sub == NULL)
 		return -1;
-	broker_dispatch(c->broker, t->dest);
+	dest_dispatch(t->dest);
 	return 0;
 }
 
 void
-temp_free_all(struct conn *c)
+temp_free_all(struct session *ss)
 {
 	struct temp *t, *tmp;
-	HASH_ITER(hh, c->temps, t, tmp) {
-		HASH_DEL(c->temps, t);
+	HASH_ITER(hh, ss->temps, t, tmp) {
+		HASH_DEL(ss->temps, t);
 		struct dest *d = t->dest;
-		if (d->q.count > 0)
-			log_debug("%s: %s deleted with %zu messages", c->peer, t->name, d->q.count);
-		d->temp = NULL;
-		broker_dest_delete(c->broker, d);
+		if (dest_depth(d) > 0)
+			log_debug("%s: %s deleted with %zu messages", session_peer(ss), t->name,
+			    dest_depth(d));
+		dest_set_temp(d, NULL);
+		dests_delete(&ss->broker->dests, d);
 		free(t->name);
 		free(t);
 	}

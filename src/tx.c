@@ -1,23 +1,27 @@
 /* tx.c - transactions.  Frames inside BEGIN ... COMMIT are recorded, already
- * parsed, and applied in order at COMMIT; ABORT or a disconnect drops them. */
+ * parsed, and applied in order at COMMIT; ABORT or a disconnect drops them.
+ * COMMIT first prepares (finds destinations, makes room in queues) so that
+ * applying the frames cannot fail halfway. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "eft/conn.h"
+#include "eft/broker.h"
+#include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
+#include "eft/session.h"
 #include "eft/tx.h"
 
 struct tx *
-tx_find(struct conn *c, const char *name, size_t len)
+tx_find(struct session *ss, const char *name, size_t len)
 {
 	struct tx *t;
-	HASH_FIND(hh, c->txs, name, len, t);
+	HASH_FIND(hh, ss->txs, name, len, t);
 	return t;
 }
 
 struct tx *
-tx_begin(struct conn *c, const char *name, size_t len)
+tx_begin(struct session *ss, const char *name, size_t len)
 {
 	struct tx *t = calloc(1, sizeof(*t));
 	if (t == NULL)
@@ -30,7 +34,7 @@ tx_begin(struct conn *c, const char *name, size_t len)
 	memcpy(t->name, name, len);
 	t->name[len] = '\0';
 	t->name_len = len;
-	HASH_ADD_KEYPTR(hh, c->txs, t->name, t->name_len, t);
+	HASH_ADD_KEYPTR(hh, ss->txs, t->name, t->name_len, t);
 	return t;
 }
 
@@ -52,7 +56,6 @@ tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum
 	if (op == NULL || name == NULL) {
 		free(op);
 		free(name);
-		msg_unref(m);
 		return -1;
 	}
 	memcpy(name, dest, dest_len);
@@ -78,7 +81,7 @@ tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack)
 }
 
 static void
-tx_free(struct conn *c, struct tx *t)
+tx_free(struct session *ss, struct tx *t)
 {
 	struct tx_op *op = t->head;
 	while (op != NULL) {
@@ -89,35 +92,61 @@ tx_free(struct conn *c, struct tx *t)
 		free(op);
 		op = next;
 	}
-	HASH_DEL(c->txs, t);
+	HASH_DEL(ss->txs, t);
 	free(t->name);
 	free(t);
 }
 
-int
-tx_commit(struct conn *c, struct tx *t)
+/* Give back the room reserved for the SENDs before `upto`, and forget the
+ * queues made for them that nothing else holds. */
+static void
+tx_unreserve(struct session *ss, struct tx *t, struct tx_op *upto)
 {
-	int rc = 0;
-	for (struct tx_op *op = t->head; op != NULL; op = op->next) {
-		if (op->kind != TX_SEND) {
-			/* The delivery may be gone (already settled): nothing to do then. */
-			sub_settle(c, &op->key, op->kind == TX_NACK);
-			continue;
-		}
-		/* Destinations are looked up now: one may have come and gone since SEND. */
-		struct msg *m = op->msg;
-		op->msg = NULL;
-		if (route_send(c, op->dest, op->dest_len, op->dest_kind, m, NULL) != 0) {
-			log_error("out of memory committing transaction %s", t->name);
-			rc = -1;
+	for (struct tx_op *op = t->head; op != upto; op = op->next) {
+		if (op->kind == TX_SEND && op->target != NULL) {
+			dest_unreserve(op->target, 1);
+			dests_release(&ss->broker->dests, op->target);
+			op->target = NULL;
 		}
 	}
-	tx_free(c, t);
-	return rc;
+}
+
+int
+tx_commit(struct session *ss, struct tx *t)
+{
+	struct tx_op *op;
+	/* Destinations are looked up now: one may have come and gone since SEND. */
+	for (op = t->head; op != NULL; op = op->next) {
+		if (op->kind != TX_SEND)
+			continue;
+		int err;
+		op->target = route_resolve(ss, op->dest, op->dest_len, op->dest_kind, &err);
+		if (err != 0 || (op->target != NULL && dest_reserve(op->target, 1) != 0)) {
+			if (op->target != NULL)
+				dests_release(&ss->broker->dests, op->target);
+			op->target = NULL;
+			tx_unreserve(ss, t, op);
+			log_error("%s: out of memory committing transaction %s: nothing applied",
+			    session_peer(ss), t->name);
+			tx_free(ss, t);
+			return -1;
+		}
+	}
+	for (op = t->head; op != NULL; op = op->next) {
+		if (op->kind != TX_SEND) {
+			/* The delivery may be gone (already settled): nothing to do then. */
+			sub_settle(ss, &op->key, op->kind == TX_NACK);
+			continue;
+		}
+		route_publish(ss, op->target, op->msg); /* room was reserved: cannot fail */
+		op->msg = NULL;
+	}
+	tx_free(ss, t);
+	return 0;
 }
 
 void
-tx_abort(struct conn *c, struct tx *t)
+tx_abort(struct session *ss, struct tx *t)
 {
-	tx_free(c, t);
+	tx_free(ss, t);
 }

@@ -1,10 +1,10 @@
 /* wire.c - encoding server frames straight into a connection's output
- * buffer.  A MESSAGE is one reserved extent (prefix, shared header block,
- * body); a large body is not copied but referenced, holding the message. */
+ * buffer.  Every frame is sized first and written into one reservation, so
+ * it is written whole or not at all.  A MESSAGE is its prefix, the shared
+ * header block and the body; a large body is not copied but referenced,
+ * holding the message. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/uio.h>
-
 
 #include "eft/sub.h"
 #include "eft/wire.h"
@@ -14,6 +14,23 @@ put(char *p, const char *s, size_t n)
 {
 	memcpy(p, s, n);
 	return p + n;
+}
+
+/* "name:value\n" with value escaped for v: its length, and writing it. */
+static size_t
+header_len(enum stomp_version v, const char *name, const char *value, size_t value_len)
+{
+	return strlen(name) + 1 + frame_escaped_len(v, value, value_len) + 1;
+}
+
+static char *
+put_header(char *p, enum stomp_version v, const char *name, const char *value, size_t value_len)
+{
+	p = put(p, name, strlen(name));
+	*p++ = ':';
+	p = frame_escape(v, p, value, value_len);
+	*p++ = '\n';
+	return p;
 }
 
 int
@@ -29,10 +46,10 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 	bool by_ref = m->body_len + 1 >= WIRE_REFERENCE_MIN;
 	size_t total = head + (by_ref ? 0 : m->body_len + 1);
 
-	char *p = outbuf_space(out, total);
-	if (p == NULL)
+	char *start = outbuf_space(out, total);
+	if (start == NULL)
 		return -1;
-	p = put(p, "MESSAGE\n", 8);
+	char *p = put(start, "MESSAGE\n", 8);
 	p = put(p, s->sub_line, s->sub_line_len);
 	if (ack_id != NULL) {
 		p = put(p, "ack:", 4);
@@ -43,10 +60,14 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 		p = put(p, redelivered_line, sizeof(redelivered_line) - 1);
 	p = put(p, m->block[v], m->block_len[v]);
 	*p++ = '\n';
-	if (!by_ref)
-		p = put(p, m->body, m->body_len + 1);
-	outbuf_wrote(out, total);
-	if (by_ref && outbuf_add_reference(out, m->body, m->body_len + 1, msg_unref_cb,
+	if (!by_ref) {
+		put(p, m->body, m->body_len + 1);
+		outbuf_wrote(out, total);
+		return 0;
+	}
+	/* The head stays uncommitted in the reservation until the body's
+	 * reference is in place behind it. */
+	if (outbuf_add_with_reference(out, head, m->body, m->body_len + 1, msg_unref_cb,
 	    msg_ref(m)) != 0) {
 		msg_unref(m);
 		return -1;
@@ -55,29 +76,17 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 }
 
 int
-wire_header(struct outbuf *out, enum stomp_version v, const char *name, const char *value,
-    size_t value_len)
+wire_receipt(struct outbuf *out, enum stomp_version v, const char *receipt_id, size_t len)
 {
-	size_t nlen = strlen(name);
-	size_t total = nlen + 1 + frame_escaped_len(v, value, value_len) + 1;
+	size_t total = 8 + header_len(v, "receipt-id", receipt_id, len) + 2;
 	char *p = outbuf_space(out, total);
 	if (p == NULL)
 		return -1;
-	p = put(p, name, nlen);
-	*p++ = ':';
-	p = frame_escape(v, p, value, value_len);
-	*p++ = '\n';
+	p = put(p, "RECEIPT\n", 8);
+	p = put_header(p, v, "receipt-id", receipt_id, len);
+	put(p, "\n", 2); /* blank line and the NUL */
 	outbuf_wrote(out, total);
 	return 0;
-}
-
-int
-wire_receipt(struct outbuf *out, enum stomp_version v, const char *receipt_id, size_t len)
-{
-	if (outbuf_add(out, "RECEIPT\n", 8) != 0 ||
-	    wire_header(out, v, "receipt-id", receipt_id, len) != 0)
-		return -1;
-	return outbuf_add(out, "\n", 2); /* blank line and the NUL */
 }
 
 int
@@ -87,15 +96,25 @@ wire_error(struct outbuf *out, enum stomp_version v, const char *message,
 	char clen[32];
 	size_t dlen = detail ? strlen(detail) : 0;
 	snprintf(clen, sizeof(clen), "%zu", dlen);
-	if (outbuf_add(out, "ERROR\n", 6) != 0 ||
-	    (extra_line != NULL && outbuf_add(out, extra_line, strlen(extra_line)) != 0) ||
-	    wire_header(out, v, "message", message, strlen(message)) != 0)
+	size_t total = 6 + (extra_line ? strlen(extra_line) : 0) +
+	    header_len(v, "message", message, strlen(message)) +
+	    (receipt_id ? header_len(v, "receipt-id", receipt_id, receipt_len) : 0) +
+	    header_len(v, "content-type", "text/plain", 10) +
+	    header_len(v, "content-length", clen, strlen(clen)) + 1 + dlen + 1;
+	char *p = outbuf_space(out, total);
+	if (p == NULL)
 		return -1;
-	if (receipt_id != NULL && wire_header(out, v, "receipt-id", receipt_id, receipt_len) != 0)
-		return -1;
-	if (wire_header(out, v, "content-type", "text/plain", 10) != 0 ||
-	    wire_header(out, v, "content-length", clen, strlen(clen)) != 0 ||
-	    outbuf_add(out, "\n", 1) != 0 || (dlen && outbuf_add(out, detail, dlen) != 0))
-		return -1;
-	return outbuf_add(out, "", 1);
+	p = put(p, "ERROR\n", 6);
+	if (extra_line != NULL)
+		p = put(p, extra_line, strlen(extra_line));
+	p = put_header(p, v, "message", message, strlen(message));
+	if (receipt_id != NULL)
+		p = put_header(p, v, "receipt-id", receipt_id, receipt_len);
+	p = put_header(p, v, "content-type", "text/plain", 10);
+	p = put_header(p, v, "content-length", clen, strlen(clen));
+	*p++ = '\n';
+	p = put(p, detail ? detail : "", dlen);
+	*p = '\0';
+	outbuf_wrote(out, total);
+	return 0;
 }

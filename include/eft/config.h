@@ -33,7 +33,24 @@ enum config_key {
 	CFG_USERS_FILE,
 	CFG_ALLOW_ANONYMOUS,
 	CFG_AUTH_DELAY_MS,
+	CFG_LISTEN,
+	CFG_TLS_CERT_FILE,
+	CFG_TLS_KEY_FILE,
+	CFG_TLS_CA_FILE,
+	CFG_TLS_VERIFY_CLIENT,
+	CFG_TLS_MIN_VERSION,
+	CFG_TLS_CIPHERS,
 	CFG_NKEYS
+};
+
+#define CONFIG_MAX_LISTENERS 16
+
+/* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
+struct config_listen {
+	char scheme[8];            /* "tcp" or "tls" */
+	char host[256];            /* without the brackets */
+	uint16_t port;             /* 0: the system picks one */
+	char url[300];             /* as written */
 };
 
 /* Where a setting's value came from. */
@@ -63,21 +80,32 @@ struct config {
 	unsigned auth_delay_ms;      /* before answering a failed login */
 	char users_file[PATH_MAX]; /* "" for none; relative to the config file's folder */
 	bool allow_anonymous;      /* CONNECT without a known login is accepted */
+	struct config_listen listen[CONFIG_MAX_LISTENERS]; /* none: tcp://bind:port */
+	size_t nlisten;
+	char tls_cert_file[PATH_MAX]; /* PEM, the chain may follow the certificate */
+	char tls_key_file[PATH_MAX];
+	char tls_ca_file[PATH_MAX];   /* CAs client certificates are checked against */
+	bool tls_verify_client;       /* refuse clients without a certificate from tls_ca_file */
+	char tls_min_version[8];      /* "1.2" or "1.3" */
+	char tls_ciphers[512];        /* OpenSSL cipher list for TLS 1.2 */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */
 };
 
 void config_defaults(struct config *cfg);
 /* Set one key, as a command-line flag does; 0 on success, -1 with a reason
- * in err. */
+ * in err.  The first `listen` flag replaces the file's listeners; later ones
+ * add to them. */
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen);
 /* Read a key = value file ('#' comments, blank lines).  A key given twice is
- * an error; a relative file setting (users-file) is taken relative to the
- * file's folder.  -1 with "path:line: reason" in err. */
+ * an error (but `listen` may repeat); a relative file setting (users-file,
+ * tls-*-file) is taken relative to the file's folder.  -1 with
+ * "path:line: reason" in err. */
 int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
 /* After the file and the flags: settings that contradict each other are an
  * error naming both (-1, reason in err).  Defaults that depend on another
- * setting (max-body-size, max-header-line, output-high-water) follow it. */
+ * setting (max-body-size, max-header-line, output-high-water) follow it.
+ * With no `listen`, the one listener is tcp://bind:port. */
 int config_check(struct config *cfg, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,6 @@
-/* conn.h - one client connection: socket I/O, output buffer, heart-beats,
- * and the session state the protocol handlers keep. */
+/* conn.h - one client connection: its transport, the parser its bytes go
+ * into, its output, timers (CONNECT and frame timeouts, heart-beats), flow
+ * control and closing.  The STOMP session it carries is in session.h. */
 #ifndef EFT_CONN_H
 #define EFT_CONN_H
 
@@ -9,39 +10,30 @@
 #include "eft/broker.h"
 #include "eft/outbuf.h"
 #include "eft/parser.h"
+#include "eft/session.h"
 
 struct event;
-struct sub;
-struct delivery;
-struct tx;
-struct temp;
-struct auth_user;
+struct transport;
 
 enum conn_state {
 	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
 	CONN_OPEN,
-	CONN_CLOSING,       /* detached from the broker; writing what is left, then lingering */
+	CONN_CLOSING,       /* session ended; writing what is left, then lingering */
 	CONN_LINGER,        /* all written and the write side shut: input is read and dropped
 	                     * until the peer closes, or a time or byte bound, then closed */
 };
 
 struct conn {
 	struct broker *broker;
-	int fd;                        /* -1 for a connection with no socket (tests, fuzzing) */
-	char peer[64];
-	struct event *ev_read, *ev_write, *ev_timer;
+	struct transport *transport;
+	char peer[80];                 /* "tcp 127.0.0.1:5000": names it in log lines */
+	struct session session;
+	struct event *ev_timer;
 	struct outbuf out;
 	struct parser parser;
 	enum conn_state state;
-	enum stomp_version version;
-	uint64_t session;
-	struct sub *subs;              /* by id */
-	struct delivery *deliveries;   /* unacked, by key */
-	struct tx *txs;                /* open transactions, by name */
-	struct temp *temps;            /* temp-queues, by /temp-queue/NAME */
-	struct dest *send_cache;       /* where the last SEND went, valid while */
-	uint64_t send_cache_gen;       /* ... broker->dests_freed is still this */
 	bool out_blocked;              /* output above the high-water mark: no queue deliveries */
+	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;
 	struct conn *prev, *next;      /* broker->conns */
@@ -51,23 +43,22 @@ struct conn {
 	uint64_t opened_ms;
 	uint64_t frame_started_ms;     /* a frame is partly read since; 0 if none */
 	uint64_t close_deadline_ms;    /* CLOSING, LINGER: freed by then */
+	uint64_t timer_due;            /* when the timer fires; 0 if not armed */
 	size_t linger_left;            /* LINGER: input bytes still to drop before closing */
 	bool refused;                  /* over max-connections: only gets its ERROR */
-	uint64_t timer_due;            /* when the timer fires; 0 if not armed */
-	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
-	uint64_t paused_gen;           /* broker->dests_freed when paused (paused_on still valid?) */
+	uint64_t paused_gen;           /* dests.freed when paused (paused_on still valid?) */
 	struct conn *paused_next;      /* broker->paused */
 	uint64_t reject_at_ms;         /* failed login: ERROR and close then; 0 if none */
-	const struct auth_user *user;  /* who logged in; NULL: anonymous, may do anything */
 };
 
-/* A connection on an accepted socket (fd >= 0) or none (fd < 0). NULL if out of memory. */
-struct conn *conn_new(struct broker *b, int fd, const char *peer);
-/* Close now: detach from the broker, drop unsent output, free. */
+/* A connection over t (it takes t; on failure t is freed too).  peer names
+ * it in log lines.  NULL if out of memory. */
+struct conn *conn_new(struct broker *b, struct transport *t, const char *peer);
+/* Close now: end the session, drop unsent output, free (and the transport). */
 void conn_free(struct conn *c);
-/* Stop handling frames, detach from the broker; once the output is written,
+/* Stop handling frames and end the session; once the output is written,
  * shut the write side and drop input for a bounded time and amount before
  * closing (a lingering close), so that the peer reads our last frame instead
  * of a reset. */
@@ -78,7 +69,7 @@ void conn_refuse(struct conn *c);
 /* The broker is stopping: STOMP 1.1 and 1.2 sessions get an ERROR saying
  * so; every connection closes as conn_close_after_flush does. */
 void conn_shutdown(struct conn *c);
-/* Feed received bytes through the parser and the protocol handlers. */
+/* Handle the frames the parser holds. */
 void conn_process(struct conn *c);
 /* Write pending output; called by the broker's flush. Returns -1 if c was freed. */
 int conn_flush(struct conn *c);
@@ -92,6 +83,12 @@ void conn_pause(struct conn *c, struct dest *full);
 void conn_resume(struct conn *c);
 /* Output was added: update out_blocked and ask for a flush. */
 void conn_output_added(struct conn *c);
+/* Closing or lingering: no more frames are handled. */
+static inline bool
+conn_is_closing(const struct conn *c)
+{
+	return c->state == CONN_CLOSING || c->state == CONN_LINGER;
+}
 uint64_t conn_now_ms(const struct conn *c);
 
 #endif

@@ -12,6 +12,7 @@
 
 struct outbuf {
 	struct evbuffer *buf;
+	struct evbuffer *scratch;  /* where a body's reference is made before it joins buf */
 	struct evbuffer_iovec res; /* the open reservation */
 	size_t used;               /* bytes written into it so far */
 	bool open;
@@ -24,8 +25,11 @@ char *outbuf_space(struct outbuf *o, size_t n);
 /* Hand what was written to the evbuffer. -1 if out of memory. */
 int outbuf_settle(struct outbuf *o);
 int outbuf_add(struct outbuf *o, const void *data, size_t n);
-/* Add bytes by reference; cleanup(data, len, arg) runs once they are written or dropped. */
-int outbuf_add_reference(struct outbuf *o, const void *data, size_t n,
+/* The head_len bytes just written at outbuf_space (not yet outbuf_wrote),
+ * then n bytes of data by reference, as one piece: both or neither.
+ * cleanup(data, n, arg) runs once the data is written or dropped; on failure
+ * (-1, out of memory) it has not run and nothing was added. */
+int outbuf_add_with_reference(struct outbuf *o, size_t head_len, const void *data, size_t n,
     evbuffer_ref_cleanup_cb cleanup, void *arg);
 
 static inline void

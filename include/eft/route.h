@@ -6,14 +6,22 @@
 
 #include "eft/broker.h"
 
-struct conn;
+struct session;
 
-/* Deliver m (the reference passes) to what name means for connection c:
- * a queue or topic, c's own temp-queue, or another connection's temp-queue
- * by its reply name (dropped and counted if that connection has gone).
- * *where (if not NULL) is the queue it went to, or NULL for a topic or a drop.
- * -1 if out of memory. */
-int route_send(struct conn *c, const char *name, size_t len, enum address_kind kind, struct msg *m,
-    struct dest **where);
+/* The destination a SEND to name means for session ss: a queue or topic, the
+ * session's own temp-queue (made on first use), or another session's
+ * temp-queue by its reply name.  NULL with *err 0 when the message goes
+ * nowhere (a topic nobody subscribes to, a reply whose temp-queue's owner
+ * has gone); NULL with *err -1 when out of memory. */
+struct dest *route_resolve(struct session *ss, const char *name, size_t len,
+    enum address_kind kind, int *err);
+/* Publish m to d (from route_resolve; NULL drops it, counted).  0: the
+ * reference is taken; -1: out of memory, the caller keeps it. */
+int route_publish(struct session *ss, struct dest *d, struct msg *m);
+/* Both at once.  *where (if not NULL) is the queue m went to, or NULL for a
+ * topic or a drop.  0: the reference is taken; -1: out of memory, the caller
+ * keeps it. */
+int route_send(struct session *ss, const char *name, size_t len, enum address_kind kind,
+    struct msg *m, struct dest **where);
 
 #endif

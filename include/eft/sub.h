@@ -12,7 +12,10 @@
 
 #include <uthash.h>
 
-#include "eft/broker.h"
+#include "eft/dest.h"
+#include "eft/msg.h"
+
+struct session;
 
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
 
@@ -22,7 +25,7 @@ struct delivery_key {
 };
 
 struct delivery {
-	UT_hash_handle hh;                 /* in conn->deliveries */
+	UT_hash_handle hh;                 /* in session->deliveries */
 	struct delivery_key key;
 	struct msg *msg;
 	struct sub *sub;
@@ -31,18 +34,18 @@ struct delivery {
 };
 
 struct sub {
-	UT_hash_handle hh;                 /* in conn->subs, keyed by id */
+	UT_hash_handle hh;                 /* in session->subs, keyed by id */
 	char *id;                          /* the client's id (1.0 without id: the destination) */
 	size_t id_len;
 	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id */
 	size_t sub_line_len;
-	struct conn *conn;
+	struct session *session;
 	struct dest *dest;
 	enum ack_mode ack;
 	uint64_t seq;                      /* broker-unique, names deliveries */
 	uint32_t prefetch;                 /* most unacked deliveries; 0 = no limit */
-	struct sub *dest_prev, *dest_next; /* in dest->subs */
-	struct sub *ready_prev, *ready_next;
+	struct sub *dest_prev, *dest_next; /* the destination's subscribers (dest.c) */
+	struct sub *ready_prev, *ready_next; /* its ready list (dest.c) */
 	bool in_ready;
 	struct delivery *unacked_head, *unacked_tail;
 	size_t n_unacked;
@@ -50,15 +53,16 @@ struct sub {
 
 int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
 
-/* Subscribe c to d; NULL if out of memory.  has_id: the client named the subscription. */
-struct sub *sub_new(struct conn *c, struct dest *d, const char *id, size_t id_len, bool has_id,
-    enum ack_mode ack, uint32_t prefetch);
+/* Subscribe ss to d; NULL if out of memory.  has_id: the client named the subscription. */
+struct sub *sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len,
+    bool has_id, enum ack_mode ack, uint32_t prefetch);
 /* End a subscription: unacked queue messages go back to their queue. */
 void sub_free(struct sub *s);
 
 /* May s be given another message now? */
 bool sub_can_take(const struct sub *s);
-/* Deliver m (the caller's reference passes on); -1 if out of memory. */
+/* Write m to the subscriber's connection (whole, or not at all).  0: the
+ * reference is taken; -1: out of memory, the caller keeps it. */
 int sub_deliver(struct sub *s, struct msg *m, bool redelivered);
 
 /* The ack header value for a delivery ("SEQ-MSGID"); returns its length. */
@@ -68,6 +72,8 @@ int sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out);
 /* Acknowledge (nack=false) or give back (nack=true) the delivery with key k:
  * in client mode it and every older delivery of its subscription.  Returns
  * false if no such delivery is pending. */
-bool sub_settle(struct conn *c, const struct delivery_key *k, bool nack);
+bool sub_settle(struct session *ss, const struct delivery_key *k, bool nack);
+/* The pending delivery with key k, or NULL. */
+struct delivery *sub_find_delivery(struct session *ss, const struct delivery_key *k);
 
 #endif

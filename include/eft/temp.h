@@ -13,31 +13,30 @@
 
 #include <uthash.h>
 
-struct conn;
+#include "eft/address.h"
+
 struct dest;
+struct session;
 struct sub;
 
-#define TEMP_PREFIX "/temp-queue/"
-#define TEMP_PREFIX_LEN 12
-#define REPLY_PREFIX "/reply-queue/"
-#define REPLY_PREFIX_LEN 13
 
 struct temp {
-	UT_hash_handle hh;     /* in conn->temps, keyed by the client's /temp-queue/NAME */
+	UT_hash_handle hh;     /* in session->temps, keyed by the client's /temp-queue/NAME */
 	char *name;
 	size_t name_len;
-	struct dest *dest;     /* the /reply-queue/ queue; dest->temp points back */
+	struct dest *dest;     /* the /reply-queue/ queue; dest_temp() points back */
 	struct sub *auto_sub;  /* the subscription eftd made, if the client made none */
 };
 
-/* The connection's temp-queue called name (/temp-queue/NAME), made on first
+/* The session's temp-queue called name (/temp-queue/NAME), made on first
  * use.  NULL if out of memory. */
-struct temp *temp_get(struct conn *c, const char *name, size_t len);
-/* Make sure replies to t reach c: subscribe automatically unless c has a
- * subscription of its own.  -1 if out of memory, -2 if c already uses the
+struct temp *temp_get(struct session *ss, const char *name, size_t len);
+/* Make sure replies to t reach ss: subscribe automatically unless ss has a
+ * subscription of its own.  -1 if out of memory, -2 if ss already uses the
  * id /temp-queue/NAME for a subscription to something else. */
-int temp_auto_subscribe(struct conn *c, struct temp *t);
-/* Delete every temp-queue of c with the messages in it. */
-void temp_free_all(struct conn *c);
+int temp_auto_subscribe(struct session *ss, struct temp *t);
+/* Delete every temp-queue of ss with the messages in it (ss has no
+ * subscriptions left). */
+void temp_free_all(struct session *ss);
 
 #endif

@@ -1,4 +1,8 @@
-/* tx.h - STOMP transactions: SEND, ACK and NACK frames held until COMMIT. */
+/* tx.h - STOMP transactions: SEND, ACK and NACK frames held until COMMIT.
+ *
+ * A COMMIT applies all of its frames or none: every destination is found or
+ * made, and room is made in every queue, before the first frame takes
+ * effect; once that has worked nothing can fail. */
 #ifndef EFT_TX_H
 #define EFT_TX_H
 
@@ -7,7 +11,10 @@
 
 #include <uthash.h>
 
+#include "eft/broker.h"
 #include "eft/sub.h"
+
+struct session;
 
 enum tx_op_kind { TX_SEND, TX_ACK, TX_NACK };
 
@@ -17,25 +24,31 @@ struct tx_op {
 	char *dest;                /* TX_SEND: destination name */
 	size_t dest_len;
 	enum address_kind dest_kind;
+	struct dest *target;       /* TX_SEND, during COMMIT: where it goes (NULL: nowhere) */
 	struct delivery_key key;   /* TX_ACK, TX_NACK */
 	struct tx_op *next;
 };
 
 struct tx {
-	UT_hash_handle hh;         /* in conn->txs */
+	UT_hash_handle hh;         /* in session->txs */
 	char *name;
 	size_t name_len;
 	struct tx_op *head, *tail;
 };
 
-struct tx *tx_find(struct conn *c, const char *name, size_t len);
+struct tx *tx_find(struct session *ss, const char *name, size_t len);
 /* NULL if out of memory. */
-struct tx *tx_begin(struct conn *c, const char *name, size_t len);
-/* Queue an operation; the message reference passes to the transaction. -1 if out of memory. */
-int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum address_kind kind);
+struct tx *tx_begin(struct session *ss, const char *name, size_t len);
+/* Hold a SEND until COMMIT.  0: the message reference is the transaction's;
+ * -1: out of memory, the caller keeps it. */
+int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
+    enum address_kind kind);
+/* Hold an ACK or NACK until COMMIT.  -1 if out of memory. */
 int tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack);
-/* Apply every operation in order, then forget the transaction. -1 if out of memory. */
-int tx_commit(struct conn *c, struct tx *t);
-void tx_abort(struct conn *c, struct tx *t);
+/* Apply every frame in order, then forget the transaction.  -1 if out of
+ * memory: then nothing was applied, and the transaction is forgotten all the
+ * same (its messages dropped). */
+int tx_commit(struct session *ss, struct tx *t);
+void tx_abort(struct session *ss, struct tx *t);
 
 #endif

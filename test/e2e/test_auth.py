@@ -87,7 +87,7 @@ class Closed(harness.BrokerTest):
         self.assertIn("user bob", lines[0])
         connect(self.raw(), "alice", "nope")
         self.assertRegex(self.broker.read_log(),
-                         r" warn: 127\.0\.0\.1:\d+: authentication failed for login 'alice'")
+                         r" warn: tcp 127\.0\.0\.1:\d+: authentication failed for login 'alice'")
 
     def test_unknown_user_and_no_login_refused(self):
         for login, pw in (("mallory", "x"), (None, None), ("guest", "guest")):

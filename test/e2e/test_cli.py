@@ -222,7 +222,7 @@ class CliTest(BrokerTest):
                     if not chunk:
                         break
                     out += chunk
-                    m = re.search(rb"port (\d+)", out)
+                    m = re.search(rb"listening on tcp://127\.0\.0\.1:(\d+)", out)
                     if m:
                         port = int(m.group(1))
             self.assertIsNotNone(port, "no port in the log: %r" % out)

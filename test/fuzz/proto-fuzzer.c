@@ -4,18 +4,20 @@
  *
  * Input: one seed byte, then segments separated by 0xFF bytes.  Segment i is
  * what client i % 3 sends next; an empty segment means that client hangs up
- * (conn_free, as on EOF) and a new one takes its place; so does a segment
- * for a client whose connection eft closed (ERROR, DISCONNECT), which until
- * then must be sent nothing more.  Each segment is fed
- * to its socket-less connection in pieces whose sizes the seed picks, the way
- * conn.c's reader does, and conn_process runs after each piece.  A producer
- * that flow control paused is not read (its bytes wait) until
- * broker_check_paused lets it go, as eftd's flush and paused timer do.
+ * (its stream ends, as on EOF) and a new one takes its place; so does a
+ * segment for a client whose connection eft closed (ERROR, DISCONNECT, a
+ * slow consumer cut off), which until then must be sent nothing more.  Each
+ * client is a real connection on the in-memory transport: its segment is fed
+ * in pieces whose sizes the seed picks, and the connection reads each as it
+ * would from a socket.  A producer that flow control paused does not read
+ * (its bytes wait) until broker_flush's check of paused producers lets it
+ * go, as eftd's flush and paused timer do.
  *
- * After every step each client's new output is parsed with a second eft
- * parser in the client's negotiated version, then taken out of the buffer
- * (unless the seed made the third client a slow reader, whose output piles
- * up until it hangs up, as a stuck consumer's does): it must parse, every frame
+ * After every step the broker's flush runs, as at the end of a loop turn, and
+ * each client's new output is parsed with a second eft parser in the client's
+ * negotiated version (unless the seed made the third client a slow reader:
+ * it takes nothing, so its output piles up in eftd, as a stuck consumer's
+ * does, until it hangs up or is cut off): it must parse, every frame
  * must be CONNECTED, MESSAGE, RECEIPT or ERROR with the headers those need,
  * CONNECTED comes first and once, ERROR has a message header and is the last
  * thing a connection is sent.  Any violation abort()s; ASan and UBSan catch
@@ -37,6 +39,8 @@
 #include "eft/log.h"
 #include "eft/parser.h"
 #include "eft/sub.h"
+#include "eft/transport.h"
+#include "eft/transport_mem.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -72,14 +76,15 @@ getrandom(void *buf, size_t len, unsigned flags)
 }
 
 struct client {
-	struct conn *c;
+	struct conn *c;             /* NULL once eft has freed it */
+	struct transport *t;        /* its memory transport (ours to destroy) */
 	struct parser out;          /* parses what the broker sent this client */
+	enum stomp_version version; /* what CONNECTED said */
 	bool connected;             /* CONNECTED seen */
 	bool errored;               /* ERROR seen: nothing may follow */
-	bool closed;                /* seen CLOSING with its output taken */
-	bool slow;                  /* never reads: output stays queued until it hangs up */
-	size_t taken;               /* bytes of the output already checked */
-	uint8_t *sent;              /* what the client sent; eft has read up to `read` */
+	bool closed;                /* eft shut its side: nothing more may come */
+	bool slow;                  /* never reads: output stays queued in eft */
+	uint8_t *sent;              /* what the client sent; fed to eft up to `read` */
 	size_t nsent, read, cap;
 };
 
@@ -126,7 +131,11 @@ client_open(struct client *cl, bool slow)
 {
 	memset(cl, 0, sizeof(*cl));
 	cl->slow = slow;
-	cl->c = conn_new(broker, -1, "fuzz");
+	cl->t = transport_mem_new();
+	CHECK(cl->t != NULL, "transport_mem_new failed");
+	if (slow)
+		transport_mem_set_window(cl->t, 0);
+	cl->c = conn_new(broker, cl->t, "mem fuzz");
 	CHECK(cl->c != NULL, "conn_new failed");
 	parser_init(&cl->out, &out_limits);
 }
@@ -171,23 +180,24 @@ check_frame(struct client *cl, const struct frame *f)
 			ver = (enum stomp_version)(v->value[2] - '0');
 			CHECK(header(f, "heart-beat") != NULL, "CONNECTED with version but no heart-beat");
 		}
-		CHECK(ver == cl->c->version, "CONNECTED says 1.%d, session is 1.%d", (int)ver,
-		    (int)cl->c->version);
+		CHECK(cl->c == NULL || ver == cl->c->session.version,
+		    "CONNECTED says 1.%d, session is 1.%d", (int)ver, (int)cl->c->session.version);
 		/* From here on the broker escapes headers for this version. */
 		cl->out.version = ver;
+		cl->version = ver;
 	} else if (cmd_is(f, "MESSAGE")) {
 		CHECK(cl->connected, "MESSAGE before CONNECTED");
 		const struct header *d = frame_get(f, HDR_DESTINATION);
 		enum address_kind kind;
 		CHECK(d != NULL, "MESSAGE without destination");
-		CHECK(broker_address_kind(d->value, d->value_len, &kind),
+		CHECK(address_parse(d->value, d->value_len, true, &kind) == ADDRESS_OK,
 		    "MESSAGE from destination '%.*s'", (int)d->value_len, d->value);
 		CHECK(has(f, HDR_MESSAGE_ID), "MESSAGE without message-id");
 		CHECK(has(f, HDR_CONTENT_LENGTH), "MESSAGE without content-length");
 		/* Only a 1.0 subscription made without an id has no subscription header. */
-		CHECK(cl->c->version == STOMP_1_0 || has(f, HDR_SUBSCRIPTION),
-		    "1.%d MESSAGE without subscription", (int)cl->c->version);
-		CHECK(!has(f, HDR_ACK) || cl->c->version == STOMP_1_2, "ack header before 1.2");
+		CHECK(cl->version == STOMP_1_0 || has(f, HDR_SUBSCRIPTION),
+		    "1.%d MESSAGE without subscription", (int)cl->version);
+		CHECK(!has(f, HDR_ACK) || cl->version == STOMP_1_2, "ack header before 1.2");
 	} else if (cmd_is(f, "RECEIPT")) {
 		CHECK(cl->connected, "RECEIPT before CONNECTED");
 		CHECK(header(f, "receipt-id") != NULL, "RECEIPT without receipt-id");
@@ -201,52 +211,25 @@ check_frame(struct client *cl, const struct frame *f)
 	}
 }
 
-/* The broker's own bookkeeping, checked whenever it is at rest: lists and
- * counts agree, no destination is kept empty (unique names would pile up),
- * and no queue holds messages while one of its subscribers could take one. */
+/* The broker's own bookkeeping, checked whenever it is at rest: each
+ * destination's (dest_check), and each session's lists and counts. */
+static void
+check_dest(const struct dest *d, void *arg)
+{
+	(void)arg;
+	const char *why = dest_check(d);
+	CHECK(why == NULL, "%s: %s", dest_name(d), why);
+}
+
 static void
 check_broker(void)
 {
-	struct dest *d, *dtmp;
-	HASH_ITER(hh, broker->dests, d, dtmp) {
-		const char *name = d->name;
-		size_t nsubs = 0;
-		bool could_take = false;
-		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
-			CHECK(s->dest == d, "%s: subscription of another destination", name);
-			CHECK(s->dest_next == NULL || s->dest_next->dest_prev == s, "%s: sub list", name);
-			could_take |= sub_can_take(s);
-			nsubs++;
-		}
-		CHECK(nsubs == d->nsubs, "%s: %zu subscriptions listed, nsubs %zu", name, nsubs,
-		    d->nsubs);
-		struct sub *prev = NULL;
-		for (struct sub *s = d->ready_head; s != NULL; prev = s, s = s->ready_next) {
-			CHECK(s->in_ready && s->dest == d && s->ready_prev == prev, "%s: ready list",
-			    name);
-		}
-		CHECK(d->ready_tail == prev, "%s: ready list tail", name);
-		size_t bytes = 0;
-		for (size_t i = 0; i < d->q.count; i++) {
-			const struct msg *m = d->q.e[(d->q.head + i) % d->q.cap].msg;
-			CHECK(m->refs > 0, "%s: queued message %llu has no reference", name,
-			    (unsigned long long)m->id);
-			bytes += m->size;
-		}
-		CHECK(bytes == d->q.bytes, "%s: queue holds %zu bytes, counted %zu", name, bytes,
-		    d->q.bytes);
-		CHECK(d->kind == DEST_QUEUE || (d->q.count == 0 && d->ready_head == NULL),
-		    "%s: topic with a queue", name);
-		CHECK(d->nsubs > 0 || d->q.count > 0 || d->temp != NULL,
-		    "%s: empty destination kept", name);
-		CHECK(d->q.count == 0 || !could_take,
-		    "%s: %zu messages wait while a subscriber could take one", name, d->q.count);
-	}
+	dests_foreach(&broker->dests, check_dest, NULL);
 	for (struct conn *c = broker->conns; c != NULL; c = c->next) {
 		size_t unacked = 0;
 		struct sub *s, *stmp;
-		HASH_ITER(hh, c->subs, s, stmp) {
-			CHECK(s->conn == c, "subscription '%s' of another connection", s->id);
+		HASH_ITER(hh, c->session.subs, s, stmp) {
+			CHECK(s->session == &c->session, "subscription '%s' of another session", s->id);
 			size_t n = 0;
 			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
 				CHECK(dl->sub == s && (dl->next == NULL || dl->next->prev == dl),
@@ -259,9 +242,27 @@ check_broker(void)
 			    s->id, n, s->prefetch);
 			unacked += n;
 		}
-		CHECK(unacked == HASH_COUNT(c->deliveries), "%zu unacked listed, %u in the hash",
-		    unacked, HASH_COUNT(c->deliveries));
+		CHECK(unacked == HASH_COUNT(c->session.deliveries), "%zu unacked listed, %u in the hash",
+		    unacked, HASH_COUNT(c->session.deliveries));
 	}
+}
+
+static void
+count_ref(const struct msg *m, bool redelivered, void *arg)
+{
+	(void)redelivered;
+	(void)arg;
+	CHECK(m->refs == 1, "message %llu has %u references", (unsigned long long)m->id, m->refs);
+}
+
+static void
+check_idle_dest(const struct dest *d, void *arg)
+{
+	size_t *bytes = arg;
+	CHECK(dest_kind(d) == DEST_QUEUE && dest_depth(d) > 0 && dest_temp(d) == NULL &&
+	    dest_subscribers(d) == 0, "%s: kept with nobody connected", dest_name(d));
+	dest_foreach_queued(d, count_ref, NULL);
+	*bytes += dest_bytes(d);
 }
 
 /* Once every connection is gone only queued messages are left, each held
@@ -272,48 +273,29 @@ check_broker_idle(void)
 	CHECK(broker->conns == NULL && broker->nconns == 0 && broker->paused == NULL,
 	    "connections left");
 	size_t bytes = 0;
-	struct dest *d, *dtmp;
-	HASH_ITER(hh, broker->dests, d, dtmp) {
-		CHECK(d->kind == DEST_QUEUE && d->q.count > 0 && d->temp == NULL && d->nsubs == 0,
-		    "%s: kept with nobody connected", d->name);
-		for (size_t i = 0; i < d->q.count; i++) {
-			const struct msg *m = d->q.e[(d->q.head + i) % d->q.cap].msg;
-			CHECK(m->refs == 1, "%s: message %llu has %u references", d->name,
-			    (unsigned long long)m->id, m->refs);
-		}
-		bytes += d->q.bytes;
-	}
+	dests_foreach(&broker->dests, check_idle_dest, &bytes);
 	CHECK(bytes == broker->msg_pool.live_bytes, "live_bytes %zu, queued %zu",
 	    broker->msg_pool.live_bytes, bytes);
 }
 
-/* Check what the broker queued for cl since last time, frame by frame, and
- * (unless cl is slow) take it out, as a write to the socket would. */
+/* Check what the broker wrote to cl since last time, frame by frame, taking
+ * it out as the client would read it. */
 static void
 client_take_output(struct client *cl)
 {
-	struct conn *c = cl->c;
-	CHECK(outbuf_settle(&c->out) == 0, "outbuf_settle failed");
-	size_t total = evbuffer_get_length(c->out.buf), len = total - cl->taken;
-	CHECK(!(cl->closed && len > 0), "%zu bytes sent after the connection was closing", len);
+	struct evbuffer *out = transport_mem_output(cl->t);
+	size_t len = evbuffer_get_length(out);
+	CHECK(!(cl->closed && len > 0), "%zu bytes sent after the connection was shut", len);
 	if (len > 0) {
 		size_t avail;
 		char *space = parser_space(&cl->out, len, &avail);
 		CHECK(space != NULL, "parser_space failed");
-		struct evbuffer_ptr from;
-		CHECK(evbuffer_ptr_set(c->out.buf, &from, cl->taken, EVBUFFER_PTR_SET) == 0, "ptr_set");
-		CHECK(evbuffer_copyout_from(c->out.buf, &from, space, len) == (ssize_t)len, "copyout");
+		CHECK(evbuffer_remove(out, space, len) == (int)len, "evbuffer_remove");
 		parser_commit(&cl->out, len);
 		if (trace) {
 			fprintf(stderr, "--- client %d is sent:\n", (int)(cl - clients));
 			for (size_t i = 0; i < len; i++)
 				fputs(space[i] == '\0' ? "^@\n" : (char[2]){ space[i], 0 }, stderr);
-		}
-		if (cl->slow) {
-			cl->taken = total;
-		} else {
-			/* Written: references to large bodies are dropped here. */
-			evbuffer_drain(c->out.buf, total);
 		}
 		for (;;) {
 			struct frame *f;
@@ -326,17 +308,25 @@ client_take_output(struct client *cl)
 		/* eft writes whole frames. */
 		CHECK(!parser_mid_frame(&cl->out), "output ends inside a frame");
 	}
-	if (cl->errored)
-		CHECK(c->state == CONN_CLOSING, "ERROR sent but the connection stays open");
-	if (c->state == CONN_CLOSING)
+	if (transport_mem_closed(cl->t)) {
+		cl->c = NULL; /* eft freed it (a slow consumer cut off) */
 		cl->closed = true;
+	} else if (transport_mem_shut(cl->t)) {
+		CHECK(cl->c->state == CONN_LINGER, "shut but not lingering");
+		cl->closed = true;
+	}
+	if (cl->errored && cl->c != NULL)
+		CHECK(conn_is_closing(cl->c), "ERROR sent but the connection stays open");
 }
 
+/* The end of a loop turn: eft writes what it has, looks at paused
+ * producers, and every client's output is checked. */
 static void
 take_all_output(void)
 {
+	broker_flush(broker);
 	for (int i = 0; i < NCLIENTS; i++)
-		if (clients[i].c != NULL)
+		if (clients[i].t != NULL)
 			client_take_output(&clients[i]);
 	check_broker();
 }
@@ -344,7 +334,15 @@ take_all_output(void)
 static void
 client_close(struct client *cl)
 {
-	conn_free(cl->c);
+	/* EOF: a connection that reads sees it and frees itself; one that does
+	 * not (paused, writing its last output) would hear of it from a failed
+	 * write: free it as that would. */
+	if (cl->c != NULL)
+		transport_mem_end(cl->t);
+	if (!transport_mem_closed(cl->t))
+		conn_free(cl->c);
+	transport_mem_destroy(cl->t);
+	cl->t = NULL;
 	cl->c = NULL;
 	parser_free(&cl->out);
 	free(cl->sent);
@@ -373,26 +371,25 @@ client_send(struct client *cl, const uint8_t *bytes, size_t n)
 static bool
 readable(const struct client *cl)
 {
-	return cl->c != NULL && cl->c->state != CONN_CLOSING && !cl->c->paused;
+	return cl->c != NULL && !conn_is_closing(cl->c) && cl->t->want_read &&
+	    (cl->read < cl->nsent || transport_mem_unread(cl->t) > 0);
 }
 
-/* One read: a piece of what cl sent, then everything that follows from it. */
+/* One read: what a paused client left unread, or a piece of what cl sent,
+ * then everything that follows from it. */
 static void
 client_step(struct client *cl)
 {
-	size_t piece = 1 + next_rand() % max_piece;
-	if (piece > cl->nsent - cl->read)
-		piece = cl->nsent - cl->read;
-	size_t avail;
-	char *space = parser_space(&cl->c->parser, piece, &avail);
-	CHECK(space != NULL && avail >= piece, "parser_space failed");
-	memcpy(space, cl->sent + cl->read, piece);
-	parser_commit(&cl->c->parser, piece);
-	cl->read += piece;
-	conn_process(cl->c);
-	/* What eftd's flush does at the end of each loop turn. */
-	if (broker->paused != NULL)
-		broker_check_paused(broker);
+	if (transport_mem_unread(cl->t) > 0) {
+		transport_mem_poll(cl->t);
+	} else {
+		size_t piece = 1 + next_rand() % max_piece;
+		if (piece > cl->nsent - cl->read)
+			piece = cl->nsent - cl->read;
+		size_t at = cl->read;
+		cl->read += piece;
+		transport_mem_feed(cl->t, cl->sent + at, piece);
+	}
 	take_all_output();
 }
 
@@ -405,9 +402,9 @@ pump(void)
 		progress = false;
 		for (int i = 0; i < NCLIENTS; i++) {
 			struct client *cl = &clients[i];
-			if (cl->c != NULL && cl->c->state == CONN_CLOSING)
+			if (cl->c == NULL || conn_is_closing(cl->c))
 				cl->read = cl->nsent; /* eftd stopped reading it */
-			if (cl->read < cl->nsent && readable(cl)) {
+			if (readable(cl)) {
 				client_step(cl);
 				progress = true;
 			}
@@ -464,10 +461,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			client_close(cl);
 			client_open(cl, cl->slow);
 		} else {
-			/* eftd frees a closing connection once its output is
+			/* eftd ends a closing connection once its output is
 			 * written (or its grace period ends); the client then
 			 * connects again. */
-			if (cl->c->state == CONN_CLOSING) {
+			if (cl->c == NULL || conn_is_closing(cl->c)) {
 				client_close(cl);
 				client_open(cl, cl->slow);
 			}
@@ -477,8 +474,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pump();
 		start = i + 1;
 	}
-	if (broker->paused != NULL)
-		broker_check_paused(broker);
 	take_all_output();
 
 	/* Hang up in an order the input decides. */

@@ -1,6 +1,6 @@
 /* test_broker.c - destinations, acknowledgements, transactions and
- * temp-queues, driven through the protocol handlers with socket-less
- * connections: bytes in, the connection's output buffer out. */
+ * temp-queues, driven through real connections on the in-memory transport:
+ * the test feeds the bytes a client sends and reads what eftd writes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,11 +16,14 @@
 #include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/sub.h"
+#include "eft/transport_mem.h"
 
 struct fixture {
 	struct event_base *base;
 	struct config cfg;
 	struct broker *b;
+	struct transport *mem[32];  /* the test owns its memory transports */
+	int nmem;
 };
 
 static int
@@ -40,27 +43,42 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 	broker_free(fx->b);
+	for (int i = 0; i < fx->nmem; i++)
+		transport_mem_destroy(fx->mem[i]);
 	event_base_free(fx->base);
 	free(fx);
 	return 0;
 }
 
-/* Feed bytes as if read from the socket. */
+/* A connection as if just accepted. */
+static struct conn *
+connection(struct fixture *fx)
+{
+	assert_true(fx->nmem < (int)(sizeof(fx->mem) / sizeof(fx->mem[0])));
+	struct transport *t = transport_mem_new();
+	assert_non_null(t);
+	fx->mem[fx->nmem++] = t;
+	struct conn *c = conn_new(fx->b, t, "mem test");
+	assert_non_null(c);
+	return c;
+}
+
+/* The client sends bytes (and the frame's NUL). */
 static void
 feed(struct conn *c, const char *bytes)
 {
-	assert_int_equal(parser_feed(&c->parser, bytes, strlen(bytes) + 1), 0);
-	conn_process(c);
+	transport_mem_feed(c->transport, bytes, strlen(bytes) + 1);
 }
 
 /* Everything the connection was sent since last time, NULs shown as '|'. */
 static char *
 output(struct conn *c)
 {
-	assert_int_equal(outbuf_settle(&c->out), 0);
-	size_t n = evbuffer_get_length(c->out.buf);
+	broker_flush(c->broker); /* what the end of a loop turn does */
+	struct evbuffer *out = transport_mem_output(c->transport);
+	size_t n = evbuffer_get_length(out);
 	char *s = malloc(n + 1);
-	evbuffer_remove(c->out.buf, s, n);
+	evbuffer_remove(out, s, n);
 	for (size_t i = 0; i < n; i++)
 		if (s[i] == '\0')
 			s[i] = '|';
@@ -94,8 +112,7 @@ expect_output(struct conn *c, const char *want)
 static struct conn *
 client(struct fixture *fx, const char *version)
 {
-	struct conn *c = conn_new(fx->b, -1, "test");
-	assert_non_null(c);
+	struct conn *c = connection(fx);
 	char connect[128];
 	snprintf(connect, sizeof(connect), "CONNECT\naccept-version:%s\nhost:/\n\n", version);
 	feed(c, connect);
@@ -137,9 +154,9 @@ test_queue_keeps_until_subscribe(void **state)
 	struct conn *p = client(fx, "1.2");
 	send_to(p, "/queue/keep", "one");
 	send_to(p, "/queue/keep", "two");
-	struct dest *d = broker_dest_find(fx->b, "/queue/keep", 11);
+	struct dest *d = dests_find(&fx->b->dests, "/queue/keep", 11);
 	assert_non_null(d);
-	assert_int_equal(d->q.count, 2);
+	assert_int_equal(dest_depth(d), 2);
 	struct conn *c = client(fx, "1.2");
 	feed(c, "SUBSCRIBE\nid:s\ndestination:/queue/keep\nreceipt:r\n\n");
 	char *out = output(c);
@@ -152,7 +169,7 @@ test_queue_keeps_until_subscribe(void **state)
 	assert_true(r < one && one < two);
 	assert_non_null(strstr(out, "subscription:s\ndestination:/queue/keep\nmessage-id:"));
 	free(out);
-	assert_int_equal(d->q.count, 0);
+	assert_int_equal(dest_depth(d), 0);
 }
 
 static void
@@ -161,7 +178,7 @@ test_topic_fanout_and_drop(void **state)
 	struct fixture *fx = *state;
 	struct conn *p = client(fx, "1.2"), *a = client(fx, "1.1"), *b = client(fx, "1.0");
 	send_to(p, "/topic/t", "nobody");
-	assert_null(broker_dest_find(fx->b, "/topic/t", 8));
+	assert_null(dests_find(&fx->b->dests, "/topic/t", 8));
 	feed(a, "SUBSCRIBE\nid:x\ndestination:/topic/t\n\n");
 	feed(b, "SUBSCRIBE\ndestination:/topic/t\n\n");
 	send_to(p, "/topic/t", "all");
@@ -175,7 +192,7 @@ test_topic_fanout_and_drop(void **state)
 	free(ob);
 	feed(a, "UNSUBSCRIBE\nid:x\n\n");
 	feed(b, "UNSUBSCRIBE\ndestination:/topic/t\n\n");
-	assert_null(broker_dest_find(fx->b, "/topic/t", 8));
+	assert_null(dests_find(&fx->b->dests, "/topic/t", 8));
 }
 
 static void
@@ -204,7 +221,7 @@ test_client_ack_cumulative(void **state)
 	free(out);
 	feed(c, frame);
 	struct sub *s;
-	HASH_FIND(hh, c->subs, "s", 1, s);
+	HASH_FIND(hh, c->session.subs, "s", 1, s);
 	assert_non_null(s);
 	assert_int_equal(s->n_unacked, 2);
 
@@ -235,7 +252,7 @@ test_client_individual_and_nack(void **state)
 	assert_null(strstr(out, "\nack:")); /* 1.1 has no ack header */
 	free(out);
 	struct sub *s;
-	HASH_FIND(hh, c->subs, "s", 1, s);
+	HASH_FIND(hh, c->session.subs, "s", 1, s);
 	uint64_t first = s->unacked_head->msg->id, second = s->unacked_tail->msg->id;
 	char frame[128];
 	/* 1.1: ACK by subscription and message-id; only the second one. */
@@ -275,13 +292,13 @@ test_transaction_commit_abort(void **state)
 	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t2\n\naborted");
 	feed(p, "ABORT\ntransaction:t2\n\n");
 	expect_output(c, "");
-	assert_null(p->txs);
+	assert_null(p->session.txs);
 	/* An unknown transaction is an error that closes the connection. */
 	feed(p, "COMMIT\ntransaction:t2\nreceipt:x\n\n");
 	out = output(p);
 	assert_prefix(out, "ERROR\nmessage:unknown transaction\nreceipt-id:x\n");
 	free(out);
-	assert_int_equal(p->state, CONN_CLOSING);
+	assert_true(conn_is_closing(p));
 }
 
 static void
@@ -316,7 +333,7 @@ test_temp_queue_rpc(void **state)
 	free(out);
 	/* Owner gone: replies are dropped and counted, nobody gets them. */
 	conn_free(req);
-	assert_null(broker_dest_find(fx->b, reply_to, strlen(reply_to)));
+	assert_null(dests_find(&fx->b->dests, reply_to, strlen(reply_to)));
 	feed(srv, frame);
 	assert_int_equal(fx->b->stats.replies_dropped, 1);
 	expect_output(srv, "");
@@ -326,13 +343,17 @@ static void
 test_bad_input_errors(void **state)
 {
 	struct fixture *fx = *state;
-	struct conn *c = conn_new(fx->b, -1, "test");
+	struct conn *c = connection(fx);
+	struct transport *t = c->transport;
 	feed(c, "SEND\ndestination:/queue/x\n\nbefore connect");
 	char *out = output(c);
 	assert_prefix(out, "ERROR\nmessage:not connected\n");
 	free(out);
-	assert_int_equal(c->state, CONN_CLOSING);
-	conn_free(c);
+	/* Written: the write side is shut, and the connection lingers. */
+	assert_int_equal(c->state, CONN_LINGER);
+	assert_true(transport_mem_shut(t));
+	transport_mem_end(t); /* the client closes too */
+	assert_true(transport_mem_closed(t));
 
 	c = client(fx, "1.2");
 	feed(c, "SEND\ndestination:/bogus/x\nreceipt:9\n\n");

@@ -1,0 +1,34 @@
+/* listener.h - where eftd accepts connections: one listener per `listen`
+ * URL, each with its address and its transport (tcp, tls).  A listener owns
+ * binding and accepting; what it accepts becomes a connection on the
+ * listener's transport, or, past max-connections, a refusal. */
+#ifndef EFT_LISTENER_H
+#define EFT_LISTENER_H
+
+#include <stddef.h>
+
+#include "eft/config.h"
+
+struct broker;
+struct evconnlistener;
+struct event;
+struct tls_server;
+
+struct listener {
+	struct listener *next;          /* broker->listeners */
+	struct broker *broker;
+	struct config_listen where;
+	struct tls_server *tls;         /* tls://: the server context (the broker's) */
+	struct evconnlistener *ev;
+	struct event *relisten_ev;      /* accepting again after EMFILE */
+	unsigned port;                  /* the port bound (where.port may be 0) */
+};
+
+/* Bind where and start accepting into b; tls for a tls:// listener.  NULL
+ * with a one-line reason in err. */
+struct listener *listener_open(struct broker *b, const struct config_listen *where,
+    struct tls_server *tls, char *err, size_t errlen);
+/* Stop accepting and free. */
+void listener_close(struct listener *l);
+
+#endif
