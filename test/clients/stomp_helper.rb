@@ -125,8 +125,9 @@ end
 
 # The next frame from a Stomp::Connection, whatever it is; bounded.
 def next_frame(conn, secs = WAIT, what: nil)
-  f = Timeout.timeout(secs, Failure, "no frame within #{secs}s#{waiting_for(what)}") { conn.receive }
-  raise Failure, "connection closed by the broker (receive returned nil)#{waiting_for(what)}" if f.nil?
+  waiting = waiting_for(what)
+  f = Timeout.timeout(secs, Failure, "no frame within #{secs}s#{waiting}") { conn.receive }
+  raise Failure, "connection closed by the broker (receive returned nil)#{waiting}" if f.nil?
 
   f
 end
