@@ -2,8 +2,9 @@
 loopback port, open every connection to it (open_socket), parse STOMP
 frames out of bytes (parse_frames), and a raw STOMP client that sends exact
 bytes and reads frames back (RawClient).  Every test that reads frames goes
-through parse_frames; every socket to eftd comes from open_socket.  Every
-wait is bounded; every process started is stopped."""
+through parse_frames, and every socket a test opens to eftd itself comes
+from open_socket (the client libraries and programs the tests run open
+their own).  Every wait is bounded; every process started is stopped."""
 
 import collections
 import errno
