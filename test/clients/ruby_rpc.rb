@@ -13,70 +13,10 @@
 # Runs every scenario (or just SCENARIO) against an eftd on 127.0.0.1:PORT,
 # prints "PASS name" / "FAIL name: why" per scenario and ends with
 # "ruby-rpc: N passed, N failed"; exits 1 if any failed.  Every wait is bounded.
-$stdout.sync = true
-$stderr.sync = true
+require_relative 'stomp_helper'
 
-require 'stomp'
-require 'timeout'
-
-HOST = '127.0.0.1'
-WAIT = 10           # seconds for any single expected frame
-SCENARIO_LIMIT = 40 # seconds for a whole scenario
 N = 200             # requests per client
 REPLY_RE = %r{\A/reply-queue/eft\.gen-[A-Za-z0-9_-]{22}\z}.freeze
-RUN = "#{Process.pid}-#{rand(1_000_000)}"
-
-class Failure < StandardError; end
-
-def check(cond, what)
-  raise Failure, what unless cond
-end
-
-def eq(actual, expected, what)
-  return if actual == expected
-
-  raise Failure, "#{what}: expected #{expected.inspect}, got #{actual.inspect}"
-end
-
-$open_conns = []
-$threads = []
-
-def track(conn)
-  $open_conns << conn
-  conn
-end
-
-# The positional form RabbitMQ examples use: STOMP 1.0, not reliable.
-def open10(port)
-  c = Timeout.timeout(WAIT, Failure, "no CONNECTED (1.0) within #{WAIT}s") do
-    Stomp::Connection.open('guest', 'guest', HOST, port)
-  end
-  track(c)
-  eq(c.protocol, Stomp::SPL_10, 'protocol')
-  c
-end
-
-# The hash form, for STOMP 1.2.
-def open12(port)
-  params = {
-    hosts: [{ login: 'guest', passcode: 'guest', host: HOST, port: port, ssl: false }],
-    reliable: false, connect_timeout: 5, connread_timeout: 5, parse_timeout: 5,
-    connect_headers: { 'accept-version' => '1.2', 'host' => '/' }
-  }
-  c = Timeout.timeout(WAIT, Failure, "no CONNECTED (1.2) within #{WAIT}s") { Stomp::Connection.new(params) }
-  track(c)
-  eq(c.protocol, Stomp::SPL_12, 'protocol')
-  c
-end
-
-def next_message(conn, what, secs = WAIT)
-  f = Timeout.timeout(secs, Failure, "no frame within #{secs}s waiting for #{what}") { conn.receive }
-  raise Failure, "connection closed waiting for #{what}" if f.nil?
-  raise Failure, "ERROR frame waiting for #{what}: #{f.headers.inspect} #{f.body.inspect}" if f.command == 'ERROR'
-
-  eq(f.command, 'MESSAGE', "frame while waiting for #{what}")
-  f
-end
 
 # The service: its own connection, in a thread; answers each request to its
 # reply-to with body + 1, copying correlation-id when there is one.
@@ -114,7 +54,7 @@ def collect(conn, n, tag)
   subs = Hash.new(0)
   dests = Hash.new(0)
   n.times do |k|
-    m = next_message(conn, "#{tag} reply #{k + 1} of #{n}")
+    m = next_message(conn, what: "#{tag} reply #{k + 1} of #{n}")
     replies << m
     subs[m.headers['subscription']] += 1
     dests[m.headers['destination']] += 1
@@ -130,23 +70,13 @@ def check_replies(replies, subs, dests, n, tag)
   dests.keys.first
 end
 
-def quiet(conn, secs = 0.3)
-  f = nil
-  begin
-    Timeout.timeout(secs) { f = conn.receive }
-  rescue Timeout::Error
-    return
-  end
-  raise Failure, "unexpected frame: #{f&.command} #{f&.headers.inspect} #{f&.body.inspect}"
-end
-
 # ---------------------------------------------------------------- scenarios
 
 # (1) Exactly the RabbitMQ pattern: STOMP 1.0, Connection.open, no subscribe.
 def sc_rpc10(port)
-  srv = open10(port)
+  srv = conn10(port)
   stats = start_service(srv, '/queue/rpc', '1.0')
-  conn = open10(port)
+  conn = conn10(port)
   1.upto(N) { |i| conn.publish('/queue/rpc', i.to_s, 'reply-to' => '/temp-queue/rpc') }
   replies, subs, dests = collect(conn, N, 'client')
   dest = check_replies(replies, subs, dests, N, 'client')
@@ -160,9 +90,9 @@ end
 # (2) The same with the hash config speaking STOMP 1.2, correlation-ids checked.
 def sc_rpc12(port)
   q = "/queue/rpc12-#{RUN}"
-  srv = open12(port)
+  srv = conn_v(port, '1.2')
   stats = start_service(srv, q, '1.2')
-  conn = open12(port)
+  conn = conn_v(port, '1.2')
   1.upto(N) do |i|
     conn.publish(q, i.to_s, 'reply-to' => '/temp-queue/rpc', 'correlation-id' => "cid-#{i}")
   end
@@ -181,10 +111,10 @@ end
 # service (1.2): each gets exactly its own replies.
 def sc_rpc_two_clients(port)
   q = "/queue/rpc-two-#{RUN}"
-  srv = open12(port)
+  srv = conn_v(port, '1.2')
   stats = start_service(srv, q, '1.2')
-  a = open10(port)
-  b = open12(port)
+  a = conn10(port)
+  b = conn_v(port, '1.2')
   1.upto(N) do |i|
     a.publish(q, i.to_s, 'reply-to' => '/temp-queue/rpc', 'correlation-id' => "a-#{i}")
     b.publish(q, (1000 + i).to_s, 'reply-to' => '/temp-queue/rpc', 'correlation-id' => "b-#{i}")
@@ -209,55 +139,4 @@ SCENARIOS = {
   'rpc_two_clients' => :sc_rpc_two_clients
 }.freeze
 
-def close_all
-  $open_conns.each do |c|
-    begin
-      Timeout.timeout(3) { c.disconnect if c.open? }
-    rescue Exception # rubocop:disable Lint/RescueException
-      nil
-    end
-  end
-  $open_conns.clear
-  $threads.each do |t|
-    t.join(3) || t.kill
-  end
-  $threads.clear
-end
-
-def main
-  port = Integer(ARGV[0] || '')
-  names = ARGV[1] ? [ARGV[1]] : SCENARIOS.keys
-  passed = failed = 0
-  names.each do |name|
-    meth = SCENARIOS[name]
-    unless meth
-      puts "FAIL #{name}: no such scenario (have #{SCENARIOS.keys.join(', ')})"
-      failed += 1
-      next
-    end
-    t0 = Time.now
-    begin
-      note = Timeout.timeout(SCENARIO_LIMIT, Failure, "scenario took over #{SCENARIO_LIMIT}s") do
-        send(meth, port)
-      end
-      puts format('PASS %s (%.2fs): %s', name, Time.now - t0, note)
-      passed += 1
-    rescue Exception => e # rubocop:disable Lint/RescueException
-      raise if e.is_a?(Interrupt)
-
-      puts format('FAIL %s (%.2fs): %s: %s', name, Time.now - t0, e.class, e.message)
-      e.backtrace.first(8).each { |l| puts "    #{l}" }
-      failed += 1
-    ensure
-      close_all
-    end
-  end
-  puts "ruby-rpc: #{passed} passed, #{failed} failed"
-  exit(failed.zero? ? 0 : 1)
-rescue ArgumentError, TypeError
-  warn 'usage: ruby_rpc.rb PORT [SCENARIO]'
-  puts 'ruby-rpc: 0 passed, 1 failed'
-  exit 2
-end
-
-main
+run_scenarios('ruby-rpc', SCENARIOS)

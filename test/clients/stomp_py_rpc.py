@@ -17,88 +17,19 @@ prints "PASS name" / "FAIL name: why" per scenario and ends with
 bounded; a scenario that hangs anyway is ended by a faulthandler watchdog.
 """
 
-import faulthandler
-import os
 import re
 import sys
-import threading
 import time
-import traceback
 
-import stomp
+from stomp_py_helper import RUN, Collector, check, connect, eq, run
 
-HOST = "127.0.0.1"
-WAIT = 10              # seconds for any one expected frame
-SCENARIO_LIMIT = 40    # seconds for a whole scenario (watchdog)
 N = 200                # requests per client
 REPLY_RE = re.compile(r"^/reply-queue/eft\.gen-[A-Za-z0-9_-]{22}$")
-RUN = "%d-%d" % (os.getpid(), int(time.time() * 1000) % 1000000)
-CLASSES = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise Failure("%s: expected %r, got %r" % (what, expected, actual))
 
 
 def compute(body):
     """What the service answers: the number plus one."""
     return str(int(body) + 1)
-
-
-class Collector(stomp.ConnectionListener):
-    """What one connection receives; bounded waits that fail on ERROR."""
-
-    def __init__(self, name):
-        self.name = name
-        self.cond = threading.Condition()
-        self.messages = []
-        self.receipts = set()
-        self.errors = []
-        self.connected = threading.Event()
-
-    def on_connected(self, frame):
-        self.connected.set()
-
-    def on_message(self, frame):
-        with self.cond:
-            self.messages.append(frame)
-            self.cond.notify_all()
-
-    def on_receipt(self, frame):
-        with self.cond:
-            self.receipts.add(frame.headers.get("receipt-id"))
-            self.cond.notify_all()
-
-    def on_error(self, frame):
-        with self.cond:
-            self.errors.append(frame)
-            self.cond.notify_all()
-
-    def wait(self, pred, what, timeout=WAIT):
-        deadline = time.time() + timeout
-        with self.cond:
-            while True:
-                if self.errors:
-                    e = self.errors[0]
-                    raise Failure("[%s] ERROR frame while waiting for %s: %r %r"
-                                  % (self.name, what, e.headers, e.body))
-                if pred():
-                    return
-                left = deadline - time.time()
-                if left <= 0:
-                    raise Failure("[%s] timed out after %ss waiting for %s (have %d messages)"
-                                  % (self.name, timeout, what, len(self.messages)))
-                self.cond.wait(left)
 
 
 class Service(Collector):
@@ -123,70 +54,19 @@ class Service(Collector):
         super().on_message(frame)
 
 
-OPEN = []
-
-
-def bounded(fn, secs, what):
-    box = {}
-
-    def run():
-        try:
-            box["r"] = fn()
-        except BaseException as e:  # noqa: B902 - re-raised below
-            box["e"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(secs)
-    if t.is_alive():
-        raise Failure("%s took over %ss" % (what, secs))
-    if "e" in box:
-        raise box["e"]
-    return box.get("r")
-
-
-def connect(port, version, listener_factory):
-    kw = dict(reconnect_attempts_max=1, timeout=5)
-    if version != "1.0":
-        kw["heartbeats"] = (0, 0)
-    conn = CLASSES[version]([(HOST, port)], **kw)
-    col = listener_factory(conn)
-    conn.set_listener("l", col)
-    OPEN.append(conn)
-    bounded(lambda: conn.connect("guest", "guest", wait=False), 10, "%s connect" % col.name)
-    if not col.connected.wait(WAIT):
-        raise Failure("[%s] no CONNECTED within %ss" % (col.name, WAIT))
-    return conn, col
-
-
-def close_all():
-    for conn in OPEN:
-        try:
-            if conn.is_connected():
-                bounded(lambda: conn.disconnect(receipt="bye"), 5, "disconnect")
-        except BaseException:
-            pass
-    OPEN[:] = []
-
-
-def receipt(conn, col, rid):
-    """Wait (bounded) for the RECEIPT of a frame sent with receipt=rid."""
-    col.wait(lambda: rid in col.receipts, "RECEIPT " + rid)
-
-
 def start_service(port, version, queue):
-    conn, svc = connect(port, version, Service)
+    conn, svc = connect(port, version, "service", listener=Service)
     conn.subscribe(queue, id="rpc-service", ack="auto", receipt="svc-sub")
-    receipt(conn, svc, "svc-sub")
+    svc.receipt("svc-sub")
     return conn, svc
 
 
 def run_client(port, version, queue, sub_first, tag, n=N, first=1):
     """n requests from one client; returns (client collector, expected by cid)."""
-    conn, col = connect(port, version, lambda c: Collector(tag))
+    conn, col = connect(port, version, tag)
     if sub_first:
         conn.subscribe("/temp-queue/replies", id="replies-" + tag, ack="auto", receipt="sub")
-        receipt(conn, col, "sub")
+        col.receipt("sub")
     want = {}
     for i in range(first, first + n):
         cid = "%s-%d" % (tag, i)
@@ -268,39 +148,5 @@ def scenarios():
     }
 
 
-def main():
-    try:
-        port = int(sys.argv[1])
-    except (IndexError, ValueError):
-        print("usage: stomp_py_rpc.py PORT [SCENARIO]", file=sys.stderr)
-        print("stomp.py-rpc: 0 passed, 1 failed")
-        return 2
-    all_sc = scenarios()
-    names = sys.argv[2:3] or list(all_sc)
-    passed = failed = 0
-    for name in names:
-        if name not in all_sc:
-            print("FAIL %s: no such scenario (have %s)" % (name, ", ".join(all_sc)), flush=True)
-            failed += 1
-            continue
-        fn, ver = all_sc[name]
-        t0 = time.time()
-        faulthandler.dump_traceback_later(SCENARIO_LIMIT, exit=True)
-        try:
-            note = fn(port, ver)
-            print("PASS %s (%.2fs): %s" % (name, time.time() - t0, note), flush=True)
-            passed += 1
-        except Exception as e:
-            print("FAIL %s (%.2fs): %s: %s" % (name, time.time() - t0, type(e).__name__, e),
-                  flush=True)
-            traceback.print_exc(file=sys.stdout, limit=6)
-            failed += 1
-        finally:
-            close_all()
-            faulthandler.cancel_dump_traceback_later()
-    print("stomp.py-rpc: %d passed, %d failed" % (passed, failed), flush=True)
-    return 0 if failed == 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("stomp.py-rpc", scenarios()))

@@ -1,7 +1,13 @@
 """Shared pieces of eft's end-to-end tests: start a real eftd on a free
-loopback port, and a raw STOMP client that sends exact bytes and reads
-frames back.  Every wait is bounded; every process started is stopped."""
+loopback port, open every connection to it (open_socket), parse STOMP
+frames out of bytes (parse_frames), and a raw STOMP client that sends exact
+bytes and reads frames back (RawClient).  Every test that reads frames goes
+through parse_frames, and every socket a test opens to eftd itself comes
+from open_socket (the client libraries and programs the tests run open
+their own).  Every wait is bounded; every process started is stopped."""
 
+import collections
+import errno
 import os
 import signal
 import socket
@@ -34,6 +40,33 @@ def free_port():
         return s.getsockname()[1]
 
 
+def open_socket(port, host="127.0.0.1", timeout=5, sockopts=()):
+    """A TCP connection to eftd at host:port: the one place every test opens
+    one.  timeout is in seconds, as given (callers scale it by SLOW); 0 starts
+    a non-blocking connect and returns at once.  sockopts are (level, option,
+    value) triples set before connecting (SO_RCVBUF must be, or the kernel
+    tunes the buffer itself); anything else a test does to the socket it
+    does to what this returns."""
+    error = None
+    for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        s = socket.socket(family, kind, proto)
+        try:
+            for level, option, value in sockopts:
+                s.setsockopt(level, option, value)
+            s.settimeout(timeout)
+            if timeout == 0:
+                err = s.connect_ex(addr)
+                if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+                    raise OSError(err, os.strerror(err))
+            else:
+                s.connect(addr)
+            return s
+        except OSError as e:
+            s.close()
+            error = e
+    raise error
+
+
 class Broker:
     """An eftd process.  Use as a context manager, or start()/stop()."""
 
@@ -63,7 +96,7 @@ class Broker:
             if self.proc.poll() is not None:
                 raise RuntimeError("eftd exited early:\n" + self.read_log())
             try:
-                with socket.create_connection((self.bind, self.port), timeout=1):
+                with open_socket(self.port, self.bind, timeout=1):
                     return self
             except OSError:
                 time.sleep(0.02)
@@ -119,7 +152,8 @@ class Broker:
 class Frame:
     def __init__(self, command, headers, body):
         self.command = command
-        self.headers = headers      # list of (name, value), in order, raw (escaped) text
+        self.headers = headers      # list of (name, value), in order, raw (escaped) text;
+                                    # value None for a line without a colon
         self.body = body            # bytes
 
     def get(self, name, default=None):
@@ -151,6 +185,82 @@ def frame(command, headers=(), body=b""):
     return out + b"\n" + body + b"\0"
 
 
+def _eols(buf, pos):
+    """Where the run of EOLs (LF or CRLF) at pos ends, and how many it holds."""
+    n = 0
+    while True:
+        if buf.startswith(b"\n", pos):
+            pos += 1
+        elif buf.startswith(b"\r\n", pos):
+            pos += 2
+        else:
+            return pos, n
+        n += 1
+
+
+def _parse_frame(buf, pos):
+    """The frame starting at pos: (Frame, where the next one starts), or None
+    if it is not complete yet."""
+    lf = buf.find(b"\n\n", pos)
+    crlf = buf.find(b"\n\r\n", pos, len(buf) if lf < 0 else lf + 2)
+    if crlf >= 0:
+        head_end, start = crlf, crlf + 3
+    elif lf >= 0:
+        head_end, start = lf, lf + 2
+    else:
+        return None
+    lines = [line[:-1] if line.endswith(b"\r") else line
+             for line in bytes(buf[pos:head_end]).split(b"\n")]
+    headers, length = [], None
+    for line in lines[1:]:
+        name, colon, value = line.decode("utf-8", "replace").partition(":")
+        headers.append((name, value if colon else None))
+        if name == "content-length" and colon and length is None:
+            length = int(value)
+    if length is not None:
+        if len(buf) < start + length + 1:
+            return None
+        if buf[start + length] != 0:
+            raise AssertionError("no NUL after content-length body: %r"
+                                 % bytes(buf[pos:start + length + 1])[:200])
+        stop = start + length
+    else:
+        stop = buf.find(b"\0", start)
+        if stop < 0:
+            return None
+    command = lines[0].decode("utf-8", "replace")
+    return Frame(command, headers, bytes(buf[start:stop])), stop + 1
+
+
+def parse_frames(buf):
+    """The complete frames at the start of buf (bytes or bytearray).  Returns
+    (frames, rest, eols): rest is what follows the last complete frame (the
+    start of an incomplete one, or b""); eols counts the heart-beat EOLs
+    (LF or CRLF) before, between and after the frames, which are consumed.
+
+    Header lines may end in LF or CRLF.  The body is content-length bytes
+    and a NUL when that header is there (the first one counts), else
+    everything up to the first NUL.  Header text is kept as sent (escapes
+    are not undone).  A malformed frame (content-length not a number, no
+    NUL after the body it gives) raises, once the frames before it have
+    been returned."""
+    frames, eols, pos = [], 0, 0
+    while True:
+        pos, n = _eols(buf, pos)
+        eols += n
+        try:
+            parsed = _parse_frame(buf, pos)
+        except (AssertionError, ValueError):
+            if frames:
+                break
+            raise
+        if parsed is None:
+            break
+        f, pos = parsed
+        frames.append(f)
+    return frames, bytes(buf[pos:]), eols
+
+
 def expect_receipt(c, rid, timeout=None):
     """The next frame is the RECEIPT for rid."""
     f = c.expect("RECEIPT", timeout)
@@ -175,13 +285,18 @@ class Closed(Exception):
 
 
 class RawClient:
-    """A STOMP client speaking exact bytes over a socket."""
+    """A STOMP client speaking exact bytes over a socket from open_socket.
+    What arrives is parsed by parse_frames as it comes; read_frame hands the
+    frames out in order."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=5):
-        self.sock = socket.create_connection((host, port), timeout=timeout * SLOW)
+    RECV = 1 << 18
+
+    def __init__(self, port, host="127.0.0.1", timeout=5, sockopts=()):
         self.timeout = timeout * SLOW
-        self.buf = b""
-        self.heartbeats = 0   # EOLs seen between frames
+        self.sock = open_socket(port, host, self.timeout, sockopts)
+        self.buf = b""                          # received, not a complete frame yet
+        self.pending = collections.deque()      # complete frames not read yet
+        self.heartbeats = 0                     # EOLs seen between frames
 
     def send(self, data):
         self.sock.sendall(data)
@@ -199,53 +314,53 @@ class RawClient:
         return f
 
     def _fill(self, deadline):
+        """One receive (bounded by deadline), parsed into pending."""
         remaining = deadline - time.time()
         if remaining <= 0:
             raise socket.timeout("no complete frame in time; have %r" % self.buf[:200])
         self.sock.settimeout(remaining)
-        data = self.sock.recv(65536)
+        data = self.sock.recv(self.RECV)
         if not data:
             raise Closed("connection closed; unparsed %r" % self.buf[:200])
-        self.buf += data
+        frames, self.buf, eols = parse_frames(self.buf + data)
+        self.pending.extend(frames)
+        self.heartbeats += eols
 
     def read_frame(self, timeout=None):
+        """The next frame; socket.timeout after timeout seconds (default
+        self.timeout), Closed when the server has closed the connection."""
         deadline = time.time() + (timeout if timeout is not None else self.timeout)
-        while True:
-            while self.buf[:1] in (b"\n", b"\r") and self.buf:
-                if self.buf.startswith(b"\r\n"):
-                    self.buf = self.buf[2:]
-                elif self.buf.startswith(b"\n"):
-                    self.buf = self.buf[1:]
-                else:
-                    break
-                self.heartbeats += 1
-            end = self.buf.find(b"\n\n")
-            if end >= 0:
-                head = self.buf[:end].decode("utf-8", "replace").split("\n")
-                command, headers = head[0], []
-                for line in head[1:]:
-                    k, _, v = line.partition(":")
-                    headers.append((k, v))
-                start = end + 2
-                length = None
-                for k, v in headers:
-                    if k == "content-length":
-                        length = int(v)
-                        break
-                if length is not None:
-                    if len(self.buf) >= start + length + 1:
-                        body = self.buf[start:start + length]
-                        assert self.buf[start + length:start + length + 1] == b"\0", \
-                            "no NUL after content-length body"
-                        self.buf = self.buf[start + length + 1:]
-                        return Frame(command, headers, body)
-                else:
-                    nul = self.buf.find(b"\0", start)
-                    if nul >= 0:
-                        body = self.buf[start:nul]
-                        self.buf = self.buf[nul + 1:]
-                        return Frame(command, headers, body)
+        while not self.pending:
             self._fill(deadline)
+        return self.pending.popleft()
+
+    def poll(self, timeout):
+        """The frames already here, or else those one receive brings within
+        timeout seconds; [] if none came.  Closed at EOF."""
+        if not self.pending:
+            try:
+                self._fill(time.time() + timeout)
+            except socket.timeout:
+                pass
+        frames = list(self.pending)
+        self.pending.clear()
+        return frames
+
+    def drain(self, timeout, idle=None):
+        """Every frame until the server closes (returns frames, True), or until
+        none came for `idle` seconds or `timeout` passed (returns frames, False)."""
+        out = []
+        deadline = time.time() + timeout
+        while True:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                return out, False
+            try:
+                out.append(self.read_frame(min(remaining, idle) if idle else remaining))
+            except socket.timeout:
+                return out, False
+            except (Closed, ConnectionResetError):
+                return out, True
 
     def read_frames(self, n, timeout=None):
         return [self.read_frame(timeout) for _ in range(n)]

@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from harness import BUILD, ROOT, SLOW, BrokerTest, free_port
+from harness import BUILD, ROOT, SLOW, BrokerTest, frame, free_port, parse_frames
 
 EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
 
@@ -199,7 +199,7 @@ class EftBenchModes(BrokerTest):
 class FakeBroker:
     """Just enough STOMP for 'eft-bench sendrecv': CONNECTED, RECEIPTs, stores
     SENDs and, on SUBSCRIBE, delivers them back, after `tamper(messages)`
-    has had its way with the list of (headers, body).  error: answer the
+    has had its way with the list of (destination, body).  error: answer the
     first SEND with an ERROR frame carrying that message, then close."""
 
     def __init__(self, tamper=None, error=None, connections=None):
@@ -253,81 +253,54 @@ class FakeBroker:
         finally:
             sock.close()
 
-    @staticmethod
-    def frame(command, headers, body=b""):
-        out = command + "\n" + "".join("%s:%s\n" % (k, v) for k, v in headers) + "\n"
-        return out.encode() + body + b"\0"
-
     def serve_frames(self, sock):
         sock.settimeout(0.1)
         deadline = time.monotonic() + 20 * SLOW
         buf = b""
-        stored = []
-        msg_id = 0
+        conn = {"stored": [], "msg_id": 0}     # SENDs not yet delivered back; MESSAGEs sent
         while not self.stop_event.is_set() and time.monotonic() < deadline:
-            # one complete frame from buf, if there is one
-            while buf[:1] in (b"\n", b"\r") and buf:
-                buf = buf[1:]
-            end = buf.find(b"\n\n")
-            parsed = None
-            if end >= 0:
-                lines = buf[:end].decode("utf-8", "replace").split("\n")
-                command = lines[0].rstrip("\r")
-                headers = {}
-                for line in lines[1:]:
-                    k, _, v = line.rstrip("\r").partition(":")
-                    headers.setdefault(k, v)
-                start = end + 2
-                if "content-length" in headers:
-                    n = int(headers["content-length"])
-                    if len(buf) >= start + n + 1:
-                        parsed = (command, headers, buf[start:start + n])
-                        buf = buf[start + n + 1:]
-                else:
-                    nul = buf.find(b"\0", start)
-                    if nul >= 0:
-                        parsed = (command, headers, buf[start:nul])
-                        buf = buf[nul + 1:]
-            if parsed is None:
-                try:
-                    data = sock.recv(65536)
-                except socket.timeout:
-                    continue
-                if not data:
-                    return
-                buf += data
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
                 continue
-            command, headers, body = parsed
-            self.frames_seen.append(command)
-            out = b""
-            if command in ("CONNECT", "STOMP"):
-                out += self.frame("CONNECTED", [("version", "1.2"), ("server", "fake/1.0"),
-                                                ("heart-beat", "0,0")])
-            elif command == "SEND":
-                if self.error is not None:
-                    sock.sendall(self.frame("ERROR", [("message", self.error),
-                                                      ("content-type", "text/plain")],
-                                            b"the fake broker refuses every SEND\n"))
-                    return
-                stored.append((headers["destination"], body))
-            elif command == "SUBSCRIBE":
-                sub = headers["id"]
-                if "receipt" in headers:
-                    out += self.frame("RECEIPT", [("receipt-id", headers["receipt"])])
-                for dest, b in self.tamper(list(stored)):
-                    msg_id += 1
-                    out += self.frame("MESSAGE", [("subscription", sub), ("message-id", str(msg_id)),
-                                                  ("destination", dest),
-                                                  ("content-length", str(len(b)))], b)
-                stored = []
-                sock.sendall(out)
-                continue
-            if "receipt" in headers and command not in ("CONNECT", "STOMP"):
-                out += self.frame("RECEIPT", [("receipt-id", headers["receipt"])])
-            if out:
-                sock.sendall(out)
-            if command == "DISCONNECT":
+            if not data:
                 return
+            frames, buf, _ = parse_frames(buf + data)
+            for f in frames:
+                if not self.answer(sock, f, conn):
+                    return
+
+    def answer(self, sock, f, conn):
+        """Answers one frame from eft-bench; False when the connection is done."""
+        self.frames_seen.append(f.command)
+        out = b""
+        if f.command in ("CONNECT", "STOMP"):
+            out += frame("CONNECTED", [("version", "1.2"), ("server", "fake/1.0"),
+                                       ("heart-beat", "0,0")])
+        elif f.command == "SEND":
+            if self.error is not None:
+                sock.sendall(frame("ERROR", [("message", self.error),
+                                             ("content-type", "text/plain")],
+                                   b"the fake broker refuses every SEND\n"))
+                return False
+            conn["stored"].append((f["destination"], f.body))
+        elif f.command == "SUBSCRIBE":
+            if f.get("receipt") is not None:
+                out += frame("RECEIPT", [("receipt-id", f["receipt"])])
+            for dest, b in self.tamper(list(conn["stored"])):
+                conn["msg_id"] += 1
+                out += frame("MESSAGE", [("subscription", f["id"]),
+                                         ("message-id", str(conn["msg_id"])),
+                                         ("destination", dest),
+                                         ("content-length", str(len(b)))], b)
+            conn["stored"] = []
+            sock.sendall(out)
+            return True
+        if f.get("receipt") is not None and f.command not in ("CONNECT", "STOMP"):
+            out += frame("RECEIPT", [("receipt-id", f["receipt"])])
+        if out:
+            sock.sendall(out)
+        return f.command != "DISCONNECT"
 
 
 def drop(i):

@@ -13,7 +13,7 @@ import time
 import unittest
 
 from harness import BrokerTest, Broker, RawClient, EFTD, ROOT, SLOW, frame
-from harness import expect_receipt
+from harness import expect_receipt, open_socket
 
 
 def run_eftd(*args, timeout=5):
@@ -332,7 +332,7 @@ class CliTest(BrokerTest):
             p.close()
             # and only there: not on IPv4 loopback
             with self.assertRaises(OSError):
-                socket.create_connection(("127.0.0.1", b.port), timeout=1).close()
+                open_socket(b.port, timeout=1).close()
         finally:
             rc = b.stop()
             os.unlink(b.log_path)

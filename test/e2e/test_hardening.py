@@ -19,8 +19,8 @@ import unittest
 import zlib
 
 import harness
-from harness import Broker, BrokerTest, Closed, Frame, RawClient, frame, SLOW
-from harness import expect_receipt, subscribe, wait_for
+from harness import Broker, BrokerTest, Closed, RawClient, frame, SLOW
+from harness import expect_receipt, parse_frames, subscribe, wait_for
 
 KB = 1024
 MB = 1024 * 1024
@@ -111,105 +111,17 @@ class SmallBufClient(RawClient):
     up into eftd quickly."""
 
     def __init__(self, port, rcvbuf=4096, timeout=5):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        s.settimeout(timeout * SLOW)
-        s.connect(("127.0.0.1", port))
-        self.sock = s
-        self.timeout = timeout * SLOW
-        self.buf = b""
-        self.heartbeats = 0
-
-
-class Stream:
-    """A fast frame reader for bulk checks: parses frames out of a growing
-    bytearray by position (RawClient re-slices its buffer per frame)."""
-
-    def __init__(self, client):
-        self.sock = client.sock
-        self.buf = bytearray(client.buf)
-        client.buf = b""
-        self.pos = 0
-        self.bytes = 0
-
-    def _parse(self):
-        buf, pos, n = self.buf, self.pos, len(self.buf)
-        while pos < n and buf[pos] in (10, 13):
-            pos += 1
-        self.pos = pos
-        end = buf.find(b"\n\n", pos)
-        if end < 0:
-            return None
-        head = bytes(buf[pos:end]).decode("utf-8", "replace").split("\n")
-        headers = []
-        length = None
-        for line in head[1:]:
-            k, _, v = line.partition(":")
-            headers.append((k, v))
-            if k == "content-length" and length is None:
-                length = int(v)
-        start = end + 2
-        if length is not None:
-            if n < start + length + 1:
-                return None
-            if buf[start + length] != 0:
-                raise AssertionError("no NUL after content-length body")
-            body = bytes(buf[start:start + length])
-            self.pos = start + length + 1
-        else:
-            nul = buf.find(b"\0", start)
-            if nul < 0:
-                return None
-            body = bytes(buf[start:nul])
-            self.pos = nul + 1
-        return Frame(head[0], headers, body)
-
-    def next(self, timeout):
-        """The next frame; socket.timeout after `timeout` s, Closed at EOF."""
-        deadline = time.time() + timeout
-        while True:
-            f = self._parse()
-            if f is not None:
-                return f
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                raise socket.timeout("no complete frame in time")
-            self.sock.settimeout(remaining)
-            try:
-                data = self.sock.recv(1 << 18)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                raise Closed("connection closed")
-            self.bytes += len(data)
-            if self.pos > (1 << 20):
-                del self.buf[:self.pos]
-                self.pos = 0
-            self.buf += data
-
-    def drain(self, timeout, idle=None):
-        """Every frame until EOF (returns frames, True), or until nothing came
-        for `idle` seconds / the deadline passed (returns frames, False)."""
-        out = []
-        deadline = time.time() + timeout
-        while True:
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                return out, False
-            try:
-                out.append(self.next(min(remaining, idle) if idle else remaining))
-            except socket.timeout:
-                return out, False
-            except Closed:
-                return out, True
+        super().__init__(port, timeout=timeout,
+                         sockopts=[(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)])
 
 
 class Reader(threading.Thread):
-    """Reads MESSAGE frames on its own thread and keeps their x-seq numbers."""
+    """Reads MESSAGE frames from a RawClient on its own thread and keeps
+    their x-seq numbers."""
 
     def __init__(self, client, expect):
         super().__init__(daemon=True)
-        self.stream = Stream(client)
+        self.client = client
         self.expect = expect
         self.seqs = []
         self.problem = None
@@ -219,7 +131,7 @@ class Reader(threading.Thread):
         deadline = time.time() + 60 * SLOW
         while len(self.seqs) < self.expect and not self.stopping and time.time() < deadline:
             try:
-                f = self.stream.next(0.2)
+                f = self.client.read_frame(0.2)
             except socket.timeout:
                 continue
             except (Closed, OSError) as e:
@@ -528,7 +440,7 @@ class TimeoutTest(BrokerTest):
         self.assertGreater(time.time() - t0, 2 * FRAME_TIMEOUT_MS / 1000)
         f = c.read_frame(timeout=3 * SLOW)
         self.assertEqual((f.command, f.get("receipt-id")), ("RECEIPT", "end"), f)
-        got = Stream(r).drain(5 * SLOW, idle=0.5)[0]
+        got = r.drain(5 * SLOW, idle=0.5)[0]
         self.assertEqual([int(m["x-seq"]) for m in got], list(range(n)))
 
 
@@ -569,7 +481,7 @@ class SlowTopicConsumerTest(BrokerTest):
         self.assertIsNone(reader.problem)
         self.assertEqual(reader.seqs, list(range(n)), "the reading subscriber gets every message")
         # the stuck one was cut off: it finds what the kernel held, then EOF
-        frames, closed = Stream(stuck).drain(10 * SLOW)
+        frames, closed = stuck.drain(10 * SLOW)
         self.assertTrue(closed, "eftd should have closed the non-reading subscriber")
         note("stuck topic subscriber got %d of %d messages before the cut", len(frames), n)
         self.assertLess(len(frames), n)
@@ -603,18 +515,17 @@ class FlowControlMixin:
         other_p = self.client()
         other_p.send(seq_frames(dest + "-other", 0, 50, 100, receipt_every=1))
         self.assertEqual(collect_receipts(other_p, idle=0.5), ["r%d" % i for i in range(50)])
-        self.assertEqual([int(m["x-seq"]) for m in Stream(other_c).drain(5 * SLOW, idle=0.3)[0]],
+        self.assertEqual([int(m["x-seq"]) for m in other_c.drain(5 * SLOW, idle=0.3)[0]],
                          list(range(50)))
         p.expect_nothing(0.1)
 
         # a consumer drains the queue: the producer resumes
         c = self.client()
         subscribe(c, dest)
-        stream = Stream(c)
         seqs = []
         deadline = time.time() + 20 * SLOW
         while len(seqs) < n and time.time() < deadline:
-            m = stream.next(deadline - time.time())
+            m = c.read_frame(deadline - time.time())
             self.assertEqual(m.command, "MESSAGE", m)
             seqs.append(int(m["x-seq"]))
         self.assertEqual(seqs, list(range(n)), "every message once, in order")
@@ -622,7 +533,7 @@ class FlowControlMixin:
         self.assertEqual(rest, ["r%d" % i for i in range(n)])
         t.join(5 * SLOW)
         self.assertEqual(t.errors, [])
-        self.assertEqual(stream.drain(0.3)[0], [])
+        self.assertEqual(c.drain(0.3)[0], [])
         return len(got)
 
 
@@ -787,7 +698,7 @@ class QueueSlowConsumerTest(BrokerTest):
         self.assertGreater(len(reader.seqs), 0.75 * n,
                            "the reading consumer should get the large majority")
         # the stuck one reads now: what it had been given, nothing lost or twice
-        frames, closed = Stream(stuck).drain(10 * SLOW, idle=1.0)
+        frames, closed = stuck.drain(10 * SLOW, idle=1.0)
         self.assertFalse(closed, "a queue consumer is not cut off")
         stuck_seqs = [int(f["x-seq"]) for f in frames]
         note("queue: reader got %d, stuck consumer %d of %d", len(reader.seqs), len(stuck_seqs), n)
@@ -908,11 +819,10 @@ class SlowConsumerGigabyteTest(BrokerTest):
                 state["problem"] = e
 
         def consume():
-            s = Stream(pc)
             waiting_since = time.time()      # nothing outstanding, or the last arrival
             while not state["stop"] or len(state["delays"]) < state["sent"]:
                 try:
-                    m = s.next(0.2)
+                    m = pc.read_frame(0.2)
                 except socket.timeout as e:
                     if len(state["delays"]) >= state["sent"]:
                         waiting_since = time.time()
@@ -973,15 +883,11 @@ class SlowConsumerGigabyteTest(BrokerTest):
         got = [0]
 
         def read():
-            s = rc.sock
-            s.settimeout(10 * SLOW)
             try:
                 while got[0] < n:
-                    data = s.recv(1 << 20)
-                    if not data:
-                        return
-                    got[0] += data.count(b"\0")    # bodies hold no NUL
-            except OSError:
+                    rc.read_frame(10 * SLOW)
+                    got[0] += 1
+            except (Closed, OSError):
                 return
         t = threading.Thread(target=read, daemon=True)
         t.start()
@@ -1004,7 +910,7 @@ class SlowConsumerGigabyteTest(BrokerTest):
         note("topic phase: %d MB in %.1f s", sent * BIG >> 20, time.time() - t0)
         self.assertGreaterEqual(sent, n)
         self.assertGreaterEqual(got[0], sent, "the reading subscriber gets every message")
-        frames, closed = Stream(stuck).drain(10 * SLOW)
+        frames, closed = stuck.drain(10 * SLOW)
         self.assertTrue(closed, "the subscriber that never read should be cut off")
         self.assertLess(len(frames), 1000)
         self.assertIn("%d: slow consumer" % local_port(stuck), self.broker.read_log())
@@ -1038,10 +944,9 @@ class SlowConsumerGigabyteTest(BrokerTest):
         # what it was sent, then its own RECEIPT, arrive
         self.assertNotIn("%d: slow consumer" % local_port(stuck), self.broker.read_log())
         stuck.send_frame("SEND", [("destination", "/queue/tiny"), ("receipt", "alive")], "x")
-        s = Stream(stuck)
         deadline = time.time() + 10 * SLOW
         while True:
-            f = s.next(max(deadline - time.time(), 0.01))
+            f = stuck.read_frame(max(deadline - time.time(), 0.01))
             if f.command != "MESSAGE":
                 break
         self.assertEqual((f.command, f.get("receipt-id")), ("RECEIPT", "alive"), f)
@@ -1170,10 +1075,8 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
         ports = []
         try:
             for i in range(n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s = harness.open_socket(port, timeout=0)
                 socks.append(s)
-                s.setblocking(False)
-                s.connect_ex(("127.0.0.1", port))
                 sel.register(s, selectors.EVENT_WRITE, i)
             pending = {}
             replies = {}
@@ -1208,7 +1111,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                         continue
                     self.assertTrue(data, "connection %d closed before CONNECTED" % i)
                     replies[i] += data
-                    if b"CONNECTED" in replies[i]:
+                    if any(f.command == "CONNECTED" for f in parse_frames(replies[i])[0]):
                         waiting.discard(i)
                         sel.unregister(s)
             self.assertEqual(waiting, set(), "no CONNECTED on %d connections" % len(waiting))
@@ -1277,7 +1180,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
             last = len(reader.seqs)
         reader.stopping = True
         reader.join(2)
-        frames, closed = Stream(stuck_q).drain(10 * SLOW, idle=1.0)
+        frames, closed = stuck_q.drain(10 * SLOW, idle=1.0)
         self.assertFalse(closed)
         seqs = [int(f["x-seq"]) for f in frames]
         note("abuse: queue reader got %d, stuck consumer %d of %d", len(reader.seqs), len(seqs), n)
@@ -1307,12 +1210,11 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
     def test_9_drain_exactly_once_in_order(self):
         c = self.client()
         subscribe(c, HOLD_Q)
-        s = Stream(c)
         bad_sums, redelivered, seqs = [], [], []
         deadline = time.time() + 60 * SLOW
         while len(seqs) < HOLD_N and time.time() < deadline:
             try:
-                m = s.next(max(deadline - time.time(), 0.01))
+                m = c.read_frame(max(deadline - time.time(), 0.01))
             except socket.timeout:
                 break
             self.assertEqual(m.command, "MESSAGE", m)
@@ -1322,7 +1224,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                 bad_sums.append(seq)
             if m.get("redelivered") == "true":
                 redelivered.append(seq)
-        extra = s.drain(0.5)[0]
+        extra = c.drain(0.5)[0]
         self.assertEqual(len(seqs), HOLD_N, "messages received")
         self.assertEqual(seqs, list(range(HOLD_N)), "each once, in order")
         self.assertEqual(bad_sums, [], "checksums")

@@ -25,41 +25,20 @@ def header_values(f, name):
 
 
 def read_all_until_closed(c, timeout=5):
-    """Every byte the server sends until it closes the connection."""
-    deadline = time.time() + timeout * SLOW
-    data = c.buf
-    c.buf = b""
-    while True:
-        remaining = deadline - time.time()
-        if remaining <= 0:
-            raise AssertionError("connection not closed in time; got %r" % data[:300])
-        c.sock.settimeout(remaining)
-        try:
-            chunk = c.sock.recv(65536)
-        except ConnectionResetError:
-            return data
-        if not chunk:
-            return data
-        data += chunk
+    """Every frame the server sends until it closes the connection."""
+    frames, closed = c.drain(timeout * SLOW)
+    if not closed:
+        raise AssertionError("connection not closed in time; got %r" % (frames[:3],))
+    return frames
 
 
-def assert_frames_well_formed(testcase, data):
-    """Every frame in data is COMMAND, then name:value lines, blank line, body, NUL."""
-    frames = []
-    while data:
-        data = data.lstrip(b"\r\n")
-        if not data:
-            break
-        end = data.find(b"\n\n")
-        testcase.assertGreaterEqual(end, 0, "no end of headers in %r" % data[:200])
-        lines = data[:end].split(b"\n")
-        for line in lines[1:]:
-            testcase.assertIn(b":", line, "header line without ':' %r in frame %r"
-                              % (line, data[:end]))
-        nul = data.find(b"\0", end)
-        testcase.assertGreaterEqual(nul, 0, "frame not NUL-terminated: %r" % data[:200])
-        frames.append(lines)
-        data = data[nul + 1:]
+def assert_frames_well_formed(testcase, c, frames):
+    """Every frame is COMMAND, then name:value lines, blank line, body, NUL;
+    c has no incomplete frame left."""
+    testcase.assertEqual(c.buf, b"", "no end of headers or no NUL in %r" % c.buf[:200])
+    for f in frames:
+        for name, value in f.headers:
+            testcase.assertIsNotNone(value, "header line without ':' %r in frame %r" % (name, f))
     return frames
 
 
@@ -126,13 +105,11 @@ class ConnectTest(BrokerTest):
     def test_unsupported_version_gets_error_with_version_header_then_close(self):
         c = self.client(connect=None)
         c.send(b"CONNECT\naccept-version:2.0\nhost:/\n\n\0")
-        data = read_all_until_closed(c)
-        frames = assert_frames_well_formed(self, data)
-        self.assertEqual(len(frames), 1, "expected one ERROR frame, got %r" % data)
-        self.assertEqual(frames[0][0], b"ERROR")
-        headers = dict(l.split(b":", 1) for l in frames[0][1:])
-        self.assertEqual(headers.get(b"version"), b"1.0,1.1,1.2")
-        self.assertTrue(headers.get(b"message"), data)
+        frames = assert_frames_well_formed(self, c, read_all_until_closed(c))
+        self.assertEqual(len(frames), 1, "expected one ERROR frame, got %r" % frames)
+        self.assertEqual(frames[0].command, "ERROR")
+        self.assertEqual(frames[0].get("version"), "1.0,1.1,1.2")
+        self.assertTrue(frames[0].get("message"), frames)
 
     def test_connected_headers(self):
         c = self.client(connect=None)

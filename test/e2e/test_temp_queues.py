@@ -19,8 +19,6 @@ responder, and a client that disconnects with replies in flight.
 
 import os
 import re
-import select
-import socket
 import threading
 import time
 import unittest
@@ -483,78 +481,27 @@ _add_version_tests(TempQueueTest)
 
 # ------------------------------------------------------------------ load
 
-class FrameStream:
-    """Incremental frame parser for the load test (linear time)."""
-
-    def __init__(self):
-        self.buf = bytearray()
-
-    def feed(self, data):
-        self.buf += data
-        out, buf, pos = [], self.buf, 0
-        while True:
-            while pos < len(buf) and buf[pos] in (10, 13):
-                pos += 1
-            end = buf.find(b"\n\n", pos)
-            if end < 0:
-                break
-            lines = bytes(buf[pos:end]).decode("utf-8", "replace").split("\n")
-            hdrs = {}
-            for line in lines[1:]:
-                k, _, val = line.partition(":")
-                hdrs.setdefault(k, val)
-            start = end + 2
-            if "content-length" in hdrs:
-                stop = start + int(hdrs["content-length"])
-                if len(buf) < stop + 1:
-                    break
-            else:
-                stop = buf.find(b"\0", start)
-                if stop < 0:
-                    break
-            out.append((lines[0], hdrs, bytes(buf[start:stop])))
-            pos = stop + 1
-        del buf[:pos]
-        return out
-
-
 def answer(body):
     """What the responder makes of a request body."""
     return b"re:" + body[::-1]
 
 
-def raw_connect(port, version="1.2", timeout=10):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * harness.SLOW)
-    s.sendall(harness.frame("CONNECT", [("accept-version", version), ("host", "/")]))
-    fs, deadline = FrameStream(), time.time() + timeout * harness.SLOW
-    while time.time() < deadline:
-        data = s.recv(65536)
-        if not data:
-            raise harness.Closed("closed before CONNECTED")
-        got = fs.feed(data)
-        if got:
-            if got[0][0] != "CONNECTED":
-                raise AssertionError("expected CONNECTED, got %r" % (got[0],))
-            return s, fs
-    raise AssertionError("no CONNECTED in time")
-
-
 class Responder(threading.Thread):
     """One connection serving SVC: answers every request to its reply-to,
-    copying correlation-id; requests for which hold(headers) is true wait
+    copying correlation-id; requests for which hold(frame) is true wait
     until release is set."""
 
     def __init__(self, port, hold=None):
         super().__init__(daemon=True)
-        self.sock, self.fs = raw_connect(port)
-        self.sock.sendall(harness.frame("SUBSCRIBE", [("destination", SVC), ("id", "svc"),
-                                                      ("receipt", "svc")]))
-        while True:
-            got = self.fs.feed(self.sock.recv(65536))
-            if got:
-                assert got[0][0] == "RECEIPT", got
-                assert len(got) == 1
-                break
+        self.client = harness.RawClient(port, timeout=10)
+        self.client.connect()
+        self.client.send_frame("SUBSCRIBE", [("destination", SVC), ("id", "svc"),
+                                             ("receipt", "svc")])
+        got = []
+        while not got:
+            got = self.client.poll(10 * harness.SLOW)
+        assert got[0].command == "RECEIPT", got
+        assert len(got) == 1
         self.hold = hold
         self.held = []
         self.release = threading.Event()
@@ -564,45 +511,34 @@ class Responder(threading.Thread):
         self.anomalies = []     # anything but a request on SVC
         self.error = None
 
-    def _reply(self, h, body):
-        return harness.frame("SEND", [("destination", h["reply-to"]),
-                                      ("correlation-id", h["correlation-id"]),
-                                      ("content-length", str(len(answer(body))))],
-                             answer(body))
+    def _reply(self, m):
+        return harness.frame("SEND", [("destination", m["reply-to"]),
+                                      ("correlation-id", m["correlation-id"]),
+                                      ("content-length", str(len(answer(m.body))))],
+                             answer(m.body))
 
     def run(self):
         try:
-            self.sock.setblocking(False)
             while not self.stop.is_set():
                 out = []
                 if self.release.is_set() and self.held:
-                    out += [self._reply(h, b) for h, b in self.held]
+                    out += [self._reply(m) for m in self.held]
                     self.held = []
-                r, _, _ = select.select([self.sock], [], [], 0.05)
-                if r:
-                    try:
-                        data = self.sock.recv(262144)
-                    except BlockingIOError:
-                        data = None
-                    if data == b"":
-                        raise harness.Closed("responder's connection closed")
-                    for cmd, h, body in self.fs.feed(data or b""):
-                        if cmd != "MESSAGE" or h.get("destination") != SVC:
-                            self.anomalies.append((cmd, h, body[:80]))
-                            continue
-                        cid = h.get("correlation-id")
-                        if cid in self.seen:
-                            self.anomalies.append(("duplicate request", h, body[:80]))
-                        self.seen[cid] = h.get("reply-to")
-                        if self.hold and self.hold(h):
-                            self.held.append((h, body))
-                        else:
-                            out.append(self._reply(h, body))
+                for m in self.client.poll(0.05):
+                    if m.command != "MESSAGE" or m.get("destination") != SVC:
+                        self.anomalies.append(m)
+                        continue
+                    cid = m.get("correlation-id")
+                    if cid in self.seen:
+                        self.anomalies.append(("duplicate request", m))
+                    self.seen[cid] = m.get("reply-to")
+                    if self.hold and self.hold(m):
+                        self.held.append(m)
+                    else:
+                        out.append(self._reply(m))
                 if out:
-                    data = b"".join(out)
-                    self.sock.settimeout(10 * harness.SLOW)
-                    self.sock.sendall(data)
-                    self.sock.setblocking(False)
+                    self.client.sock.settimeout(10 * harness.SLOW)
+                    self.client.send(b"".join(out))
                     self.answered += len(out)
         except Exception as e:  # reported by the test
             self.error = repr(e)
@@ -610,7 +546,7 @@ class Responder(threading.Thread):
     def finish(self):
         self.stop.set()
         self.join(10 * harness.SLOW)
-        self.sock.close()
+        self.client.close()
 
 
 class RpcClient(threading.Thread):
@@ -621,8 +557,9 @@ class RpcClient(threading.Thread):
 
     def __init__(self, port, tag, n, quit_after=None):
         super().__init__(daemon=True)
-        self.sock, self.fs = raw_connect(port)
-        self.peer = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.client = harness.RawClient(port, timeout=10)
+        self.client.connect()
+        self.peer = "127.0.0.1:%d" % self.client.sock.getsockname()[1]
         self.tag, self.n, self.quit_after = tag, n, quit_after
         self.bodies = {"%s-%d" % (tag, i): ("%s:%d:%s" % (tag, i, os.urandom(6).hex())).encode()
                        for i in range(n)}
@@ -641,29 +578,26 @@ class RpcClient(threading.Thread):
                                        ("correlation-id", cid),
                                        ("content-length", str(len(body)))], body)
                 for cid, body in self.bodies.items())
-            self.sock.sendall(reqs)
+            self.client.send(reqs)
             want = self.quit_after if self.quit_after is not None else self.n
-            self.sock.settimeout(0.1)
             while not self.stop.is_set():
                 try:
-                    data = self.sock.recv(262144)
-                except socket.timeout:
-                    continue
-                if not data:
+                    frames = self.client.poll(0.1)
+                except harness.Closed:
                     raise harness.Closed("%s: connection closed by eftd" % self.tag)
-                for cmd, h, body in self.fs.feed(data):
-                    if cmd != "MESSAGE":
-                        self.others.append((cmd, h, body[:200]))
+                for m in frames:
+                    if m.command != "MESSAGE":
+                        self.others.append(m)
                     elif len(self.replies) < want:
-                        self.replies.append((h.get("correlation-id"), h.get("subscription"),
-                                             h.get("destination"), body))
+                        self.replies.append((m.get("correlation-id"), m.get("subscription"),
+                                             m.get("destination"), m.body))
                     else:
-                        self.extra.append((h, body[:80]))
+                        self.extra.append(m)
                 if len(self.replies) >= want:
                     self.done.set()
                     if self.quit_after is not None:
                         self.quit_now.wait(10 * harness.SLOW)
-                        self.sock.close()   # with replies unread and still coming
+                        self.client.close()     # with replies unread and still coming
                         return
         except Exception as e:
             self.error = repr(e)
@@ -673,10 +607,7 @@ class RpcClient(threading.Thread):
     def finish(self):
         self.stop.set()
         self.join(10 * harness.SLOW)
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self.client.close()
 
 
 class TempQueueLoadTest(TempQueueBase):
