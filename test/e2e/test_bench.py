@@ -22,8 +22,8 @@ EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
 COLUMNS = ("mode server host port size count conns inflight ack "
            "send_s recv_s total_s delivered msgs_per_s mb_per_s "
            "lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us "
-           "lat_max_us lost duplicated reordered corrupted complete error").split()
-TEXT = {"mode", "server", "host", "ack", "error"}
+           "lat_max_us lost duplicated reordered corrupted complete error transport").split()
+TEXT = {"mode", "server", "host", "ack", "error", "transport"}
 INTS = {"port", "size", "count", "conns", "inflight", "delivered",
         "lost", "duplicated", "reordered", "corrupted", "complete"}
 LATENCY = ["lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us",
@@ -110,7 +110,8 @@ class EftBenchModes(BrokerTest):
                 else:
                     self.assertEqual(r[col] is None, j[col] is None, "%s: csv %r json %r"
                                      % (col, r[col], j[col]))
-            for col in ("mode", "server", "size", "count", "conns", "inflight", "delivered", "ack"):
+            for col in ("mode", "server", "size", "count", "conns", "inflight", "delivered", "ack",
+                        "transport"):
                 self.assertEqual(r[col], j[col], col)
         return csv_rows
 
@@ -123,6 +124,7 @@ class EftBenchModes(BrokerTest):
         self.assertEqual(r["ack"], "auto")
         self.assertEqual(r["complete"], 1)
         self.assertEqual(r["error"], "")
+        self.assertEqual(r["transport"], "tcp")
         for col in CHECKS:
             self.assertEqual(r[col], 0, col)
         for col in ("total_s", "msgs_per_s", "mb_per_s"):
