@@ -1,12 +1,15 @@
 """eft-bench: every mode against a real eftd at small N, its CSV and JSON
 output, and that it fails loudly when a (fake) broker loses, duplicates,
-reorders or corrupts a message or sends an ERROR."""
+reorders or corrupts a message or sends an ERROR.  --tls is tested through
+socat, which terminates TLS in front of a plain eftd, with certificates made
+for the test by the openssl command."""
 
 import csv
 import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -22,8 +25,8 @@ EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
 COLUMNS = ("mode server host port size count conns inflight ack "
            "send_s recv_s total_s delivered msgs_per_s mb_per_s "
            "lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us "
-           "lat_max_us lost duplicated reordered corrupted complete error").split()
-TEXT = {"mode", "server", "host", "ack", "error"}
+           "lat_max_us lost duplicated reordered corrupted complete error transport").split()
+TEXT = {"mode", "server", "host", "ack", "error", "transport"}
 INTS = {"port", "size", "count", "conns", "inflight", "delivered",
         "lost", "duplicated", "reordered", "corrupted", "complete"}
 LATENCY = ["lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us",
@@ -110,7 +113,8 @@ class EftBenchModes(BrokerTest):
                 else:
                     self.assertEqual(r[col] is None, j[col] is None, "%s: csv %r json %r"
                                      % (col, r[col], j[col]))
-            for col in ("mode", "server", "size", "count", "conns", "inflight", "delivered", "ack"):
+            for col in ("mode", "server", "size", "count", "conns", "inflight", "delivered", "ack",
+                        "transport"):
                 self.assertEqual(r[col], j[col], col)
         return csv_rows
 
@@ -123,6 +127,7 @@ class EftBenchModes(BrokerTest):
         self.assertEqual(r["ack"], "auto")
         self.assertEqual(r["complete"], 1)
         self.assertEqual(r["error"], "")
+        self.assertEqual(r["transport"], "tcp")
         for col in CHECKS:
             self.assertEqual(r[col], 0, col)
         for col in ("total_s", "msgs_per_s", "mb_per_s"):
@@ -482,6 +487,296 @@ class EftBenchBrokerGone(unittest.TestCase):
         self.assertEqual((rows[0]["complete"], rows[0]["delivered"]), (1, 50))
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn("cannot connect to 127.0.0.1 port %d" % fake.port, err)
+
+
+# ---------------------------------------------------------------- TLS
+
+TLS_TOOLS_MISSING = [t for t in ("openssl", "socat") if shutil.which(t) is None]
+
+
+def make_certs(d):
+    """Into directory d: a throwaway CA (ca.pem), a server certificate it
+    signs for IP 127.0.0.1 and DNS localhost (server.pem, server.key), and a
+    self-signed certificate for the same names (self.pem, self.key)."""
+    def openssl(*args):
+        p = subprocess.run(["openssl"] + list(args), cwd=d, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        if p.returncode != 0:
+            raise RuntimeError("openssl %s: %s" % (" ".join(args), p.stdout.decode("utf-8", "replace")))
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=eft-bench test CA")
+    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=eft-bench test server")
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "2",
+            "-days", "2", "-extfile", "server.ext", "-out", "server.pem")
+    openssl("req", "-x509", *key, "-keyout", "self.key", "-out", "self.pem", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost")
+
+
+class Socat:
+    """socat terminating TLS on a free port in front of a plain TCP port.  It
+    forks per connection, so it runs in its own session and stop() signals
+    the whole process group."""
+
+    def __init__(self, cert, key, target_port):
+        self.port = free_port()
+        # nodelay both ways: without it socat's small writes wait for
+        # delayed ACKs (40 ms stalls) and the runs only get slower.
+        listen = "OPENSSL-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,cert=%s,key=%s,verify=0,nodelay" % (
+            self.port, cert, key)
+        self.proc = subprocess.Popen(["socat", listen, "TCP:127.0.0.1:%d,nodelay" % target_port],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 5 * SLOW
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("socat exited with status %d" % self.proc.returncode)
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("socat did not listen on port %d" % self.port)
+                time.sleep(0.02)
+
+    def stop(self):
+        if self.proc.returncode is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+@unittest.skipIf(TLS_TOOLS_MISSING, "--tls tests need %s (tools/install-deps test installs them)"
+                 % " and ".join(TLS_TOOLS_MISSING))
+class EftBenchTls(BrokerTest):
+    """--tls against eftd behind socat: every mode works and checks every
+    message; verification fails when it should, in one line naming host,
+    port and OpenSSL's reason; a plain port fails at once, not at --timeout."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tempfile.mkdtemp(prefix="eft-bench-tls-")
+        try:
+            make_certs(cls.certs)
+        except Exception:
+            shutil.rmtree(cls.certs, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.certs, ignore_errors=True)
+
+    def setUp(self):
+        super().setUp()
+        self.socats = []
+
+    def tearDown(self):
+        for s in self.socats:       # first, so eftd sees its connections go
+            s.stop()
+        super().tearDown()
+
+    def cert(self, name):
+        return os.path.join(self.certs, name)
+
+    def tls_port(self, cert="server"):
+        """A TLS port in front of this test's eftd, with the CA-signed
+        certificate ('server') or the self-signed one ('self')."""
+        s = Socat(self.cert(cert + ".pem"), self.cert(cert + ".key"), self.broker.port)
+        self.socats.append(s)
+        self.addCleanup(s.stop)
+        return s.port
+
+    def run_ok(self, mode, port, *args, fmt="--csv"):
+        rc, out, err = bench(mode, "-p", port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW, "--tls",
+                             *args, fmt)
+        self.assertEqual(rc, 0, "eft-bench %s --tls: exit %d\n%s\n%s" % (mode, rc, out, err))
+        return out, err
+
+    def check_row(self, r, mode, port, delivered):
+        self.assertEqual((r["mode"], r["port"], r["count"], r["delivered"]), (mode, port, N, delivered))
+        self.assertTrue(r["server"].startswith("eft/"), r["server"])
+        self.assertEqual((r["complete"], r["error"], r["transport"]), (1, "", "tls"))
+        for col in CHECKS:
+            self.assertEqual(r[col], 0, col)
+        self.assertGreater(r["total_s"], 0)
+
+    def fails_in_one_line(self, *args, want, port, timeout=2):
+        """eft-bench --tls ARGS exits 1 within a few seconds, prints no row,
+        and says why in one stderr line naming host and port."""
+        t0 = time.monotonic()
+        rc, out, err = bench("sendrecv", "-p", port, "-n", 10, "-t", timeout, "--tls", *args,
+                             timeout=15)
+        elapsed = time.monotonic() - t0
+        what = "exit %d after %.1f s\nstdout: %r\nstderr: %r" % (rc, elapsed, out, err)
+        self.assertEqual(rc, 1, what)
+        self.assertEqual(out, "", what)
+        self.assertEqual(len(err.splitlines()), 1, what)
+        self.assertIn("TLS handshake with 127.0.0.1 port %d" % port, err, what)
+        self.assertIn(want, err, what)
+        return elapsed, err
+
+    # (a) every mode over TLS, every message checked
+
+    def test_sendrecv(self):
+        port = self.tls_port()
+        out, _ = self.run_ok("sendrecv", port, "--ca", self.cert("ca.pem"))
+        (r,) = parse_csv(self, out)
+        self.check_row(r, "sendrecv", port, N)
+        self.assertAlmostEqual(r["total_s"], r["send_s"] + r["recv_s"], delta=2e-6)
+
+    def test_stream(self):
+        port = self.tls_port()
+        out, _ = self.run_ok("stream", port, "--ca", self.cert("ca.pem"), "-s", 256)
+        (r,) = parse_csv(self, out)
+        self.check_row(r, "stream", port, N)
+        self.assertIsNotNone(r["lat_p50_us"])
+
+    def test_rpc(self):
+        port = self.tls_port()
+        out, _ = self.run_ok("rpc", port, "--ca", self.cert("ca.pem"), "-c", 2, "--inflight", 4)
+        (r,) = parse_csv(self, out)
+        self.check_row(r, "rpc", port, N)
+        self.assertEqual(r["conns"], 3)
+
+    def test_fanout(self):
+        port = self.tls_port()
+        out, _ = self.run_ok("fanout", port, "--ca", self.cert("ca.pem"), "-k", 3)
+        (r,) = parse_csv(self, out)
+        self.check_row(r, "fanout", port, 3 * N)
+
+    def test_input_left_inside_openssl(self):
+        """A frame larger than one read's room fills it while OpenSSL still
+        holds the frame's last bytes, and nothing more comes: eft-bench must
+        read them without waiting for poll() (without, most of these runs
+        stop at -t)."""
+        port = self.tls_port()
+        rc, out, err = bench("sendrecv", "-p", port, "-n", 1, "--sizes", "1m,2m,1m,2m", "-t", 3 * SLOW,
+                             "--tls", "--ca", self.cert("ca.pem"), "--csv", timeout=60)
+        self.assertEqual(rc, 0, out + err)
+        rows = parse_csv(self, out)
+        self.assertEqual([(r["delivered"], r["complete"], r["corrupted"]) for r in rows], [(1, 1, 0)] * 4)
+
+    # (e) the transport column, the text header
+
+    def test_transport_column_and_header(self):
+        port = self.tls_port()
+        out, _ = self.run_ok("sendrecv", port, "--ca", self.cert("ca.pem"), fmt="--json")
+        (j,) = parse_json(self, out)
+        self.assertEqual(j["transport"], "tls")
+        out, _ = self.run_ok("sendrecv", port, "--ca", self.cert("ca.pem"), fmt="-q")
+        self.assertIn("127.0.0.1 port %d over TLS (eft/" % port, out.splitlines()[0])
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", N, "--csv")
+        self.assertEqual(rc, 0, out + err)
+        (r,) = parse_csv(self, out)
+        self.assertEqual(r["transport"], "tcp")
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", N)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("127.0.0.1 port %d over TCP (eft/" % self.broker.port, out.splitlines()[0])
+
+    # (b) --insecure, and the system store refusing a self-signed certificate
+
+    def test_insecure_accepts_self_signed(self):
+        port = self.tls_port("self")
+        out, err = self.run_ok("sendrecv", port, "--insecure")
+        (r,) = parse_csv(self, out)
+        self.check_row(r, "sendrecv", port, N)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("warning: --insecure", err)
+        out, err = self.run_ok("sendrecv", port, "--insecure", "-q")
+        self.assertEqual(err, "")
+
+    def test_self_signed_fails_verification(self):
+        port = self.tls_port("self")
+        _, err = self.fails_in_one_line(want="certificate verify failed", port=port)
+        self.assertIn("self-signed", err)
+        # the test's CA did not sign it either
+        self.fails_in_one_line("--ca", self.cert("ca.pem"), want="certificate verify failed", port=port)
+
+    # (c) the name checked: --sni, or --host
+
+    def test_wrong_sni_fails_verification(self):
+        port = self.tls_port()
+        _, err = self.fails_in_one_line("--ca", self.cert("ca.pem"), "--sni", "wrong.example",
+                                        want="certificate verify failed", port=port)
+        self.assertIn("hostname mismatch", err)
+
+    def test_right_names_pass(self):
+        """--sni localhost, and -H localhost (its default SNI), match the
+        certificate's DNS entry; 127.0.0.1 matches its IP entry."""
+        port = self.tls_port()
+        self.run_ok("sendrecv", port, "--ca", self.cert("ca.pem"), "--sni", "localhost")
+        out, _ = self.run_ok("sendrecv", port, "--ca", self.cert("ca.pem"), "-H", "localhost")
+        self.assertEqual(parse_csv(self, out)[0]["host"], "localhost")
+
+    # (d) a port that does not speak TLS
+
+    def test_plain_port_fails_quickly(self):
+        """eftd answers the ClientHello with a STOMP ERROR: OpenSSL sees no
+        TLS and eft-bench says so at once, long before -t."""
+        elapsed, err = self.fails_in_one_line("--ca", self.cert("ca.pem"), want="failed",
+                                              port=self.broker.port, timeout=5)
+        self.assertIn("not TLS", err)
+        self.assertLess(elapsed, 3 * SLOW, err)
+
+    def test_silent_port_fails_at_timeout(self):
+        """A listener that never answers: the handshake is bounded by -t."""
+        with socket.socket() as lsock:
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(8)     # the kernel accepts; nobody ever answers
+            port = lsock.getsockname()[1]
+            elapsed, err = self.fails_in_one_line("--ca", self.cert("ca.pem"), want="did not finish",
+                                                  port=port, timeout=1)
+        self.assertLess(elapsed, 5 * SLOW, err)
+
+
+class EftBenchTlsUsage(unittest.TestCase):
+    """The TLS options' usage errors: exit 2, no broker needed."""
+
+    def usage(self, *args):
+        rc, out, err = bench("sendrecv", "-p", free_port(), *args, timeout=10)
+        self.assertEqual(rc, 2, "%r: exit %d\n%s%s" % (args, rc, out, err))
+        self.assertEqual(out, "")
+        return err
+
+    def test_tls_options_need_tls(self):
+        for args in (("--ca", "x.pem"), ("--insecure",), ("--sni", "localhost")):
+            self.assertIn("with --tls only", self.usage(*args))
+
+    def test_ca_and_insecure_contradict(self):
+        self.assertIn("not both", self.usage("--tls", "--ca", "x.pem", "--insecure"))
+
+    def test_unreadable_ca(self):
+        d = tempfile.mkdtemp(prefix="eft-bench-ca-")
+        try:
+            missing = os.path.join(d, "missing.pem")
+            err = self.usage("--tls", "--ca", missing)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(missing, err)
+            self.assertIn("No such file", err)
+            junk = os.path.join(d, "junk.pem")
+            with open(junk, "w") as f:
+                f.write("not a certificate\n")
+            err = self.usage("--tls", "--ca", junk)
+            self.assertIn("cannot load CA certificates", err)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_help_documents_tls(self):
+        rc, out, err = bench("--help")
+        self.assertEqual(rc, 0)
+        for opt in ("--tls", "--ca FILE", "--insecure", "--sni NAME", "transport"):
+            self.assertIn(opt, out)
 
 
 if __name__ == "__main__":

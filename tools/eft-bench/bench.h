@@ -12,6 +12,8 @@ enum mode { MODE_SENDRECV, MODE_STREAM, MODE_RPC, MODE_FANOUT };
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
 enum out_format { OUT_TEXT, OUT_CSV, OUT_JSON };
 
+struct tls_client;
+
 #define MAX_SIZES 64
 #define MAX_SUB_HEADERS 16
 #define MAX_CONNS 1000          /* -c and -k: poll() copes, file limits may not */
@@ -40,6 +42,11 @@ struct opts {
 	const char *sub_headers[MAX_SUB_HEADERS]; /* --sub-header "name:value" */
 	int nsub_headers;
 	bool rpc_subscribe;         /* clients SUBSCRIBE to the temp-queue themselves */
+	bool tls;                   /* --tls: speak TLS to the broker */
+	const char *ca;             /* --ca: PEM CA file; NULL = the system's CA store */
+	bool insecure;              /* --insecure: do not verify the certificate */
+	const char *sni;            /* --sni; NULL = --host, when it is a name */
+	struct tls_client *tls_client; /* made once from the four above; NULL without --tls */
 	long run_id;                /* unix time at start: part of destination names */
 };
 

@@ -3,7 +3,13 @@
  * Output is written straight after the refill that produced it, and only
  * waits for POLLOUT once a write would block, so a burst costs one send()
  * per few hundred kilobytes.  Input is read in large pieces and parsed in
- * place; a partial frame stays in the buffer for the next read. */
+ * place; a partial frame stays in the buffer for the next read.
+ *
+ * conn_recv and conn_send are the only places that know whether bytes go
+ * through TLS.  TLS changes what a connection waits for: a read may need
+ * the socket writable and a write may need it readable (rwait, wwait), and
+ * input OpenSSL has already taken from the socket is invisible to poll()
+ * (rpending), so the loop reads it before it sleeps. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,6 +24,7 @@
 
 #include "conn.h"
 #include "stats.h"
+#include "tls.h"
 
 #define IN_CAP (1u << 20)      /* first size of a read buffer */
 #define READ_MIN (256u << 10)  /* room offered to each read() */
@@ -114,17 +121,21 @@ connect_wait(struct loop *l, int fd)
 }
 
 struct conn *
-conn_open(struct loop *l, const char *host, const char *port, const char *name)
+conn_open(struct loop *l, const char *host, const char *port, const char *name,
+    struct tls_client *tc)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 		.ai_flags = AI_NUMERICSERV }, *res, *ai;
+	struct tls *t = NULL;
+	char why[256];
+	int fd = -1, err = 0;
+
 	int rc = getaddrinfo(host, port, &hints, &res);
 	if (rc != 0) {
-		l->unreached = l->nconns == 0;
-		loop_fail(l, NULL, "cannot resolve %s port %s: %s", host, port, gai_strerror(rc));
-		return NULL;
+		snprintf(why, sizeof(why), "cannot resolve %s port %s: %s", host, port,
+		    gai_strerror(rc));
+		goto fail;
 	}
-	int fd = -1, err = 0;
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    ai->ai_protocol);
@@ -142,19 +153,32 @@ conn_open(struct loop *l, const char *host, const char *port, const char *name)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		l->unreached = l->nconns == 0;
-		loop_fail(l, NULL, "cannot connect to %s port %s for the %s connection: %s", host,
-		    port, name, strerror(err));
-		return NULL;
+		snprintf(why, sizeof(why), "cannot connect to %s port %s for the %s connection: %s",
+		    host, port, name, strerror(err));
+		goto fail;
 	}
 	/* Frames are batched by eft-bench itself; Nagle would only add delay
 	 * to the last partial segment of each batch. */
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (tc != NULL) {
+		char reason[200];
+		t = tls_new(tc, fd, reason, sizeof(reason));
+		if (t == NULL) {
+			snprintf(why, sizeof(why), "cannot start TLS with %s port %s for the %s "
+			    "connection: %s", host, port, name, reason);
+			goto fail;
+		}
+	}
 
 	struct conn *c = xcalloc(1, sizeof(*c));
 	c->loop = l;
 	c->fd = fd;
+	c->tls = t;
+	c->handshaking = t != NULL;
+	c->host = host;
+	c->port = port;
+	c->rwait = POLLIN;
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	buf_init(&c->in, IN_CAP);
 	buf_init(&c->out, OUT_CAP);
@@ -165,6 +189,13 @@ conn_open(struct loop *l, const char *host, const char *port, const char *name)
 	}
 	l->conns[l->nconns++] = c;
 	return c;
+
+fail:
+	if (fd >= 0)
+		close(fd);
+	l->unreached = l->nconns == 0;
+	loop_fail(l, NULL, "%s", why);
+	return NULL;
 }
 
 void
@@ -179,6 +210,7 @@ conn_close(struct conn *c)
 	}
 	if (l->failed_conn == c)
 		l->failed_conn = NULL;
+	tls_free(c->tls);
 	if (c->fd >= 0)
 		close(c->fd);
 	buf_free(&c->in);
@@ -256,30 +288,141 @@ dispatch(struct loop *l, struct conn *c, const struct frame *f)
 
 /* ---- I/O ---- */
 
-/* Read once and handle every complete frame; false at end of stream or error. */
+/* The first connection of l still in its TLS handshake, or NULL. */
+static struct conn *
+loop_handshaking(const struct loop *l)
+{
+	for (int i = 0; i < l->nconns; i++)
+		if (l->conns[i]->handshaking)
+			return l->conns[i];
+	return NULL;
+}
+
+/* Take c's TLS handshake a step further; true once it has finished.  A
+ * failure is reported like an unreachable broker when no handshake of
+ * this run got through: nothing can be measured, and retrying would not
+ * get further. */
 static bool
-conn_read(struct loop *l, struct conn *c)
+conn_handshake(struct loop *l, struct conn *c)
+{
+	l->last_activity_ns = now_ns();
+	switch (tls_handshake(c->tls)) {
+	case TLS_OK:
+		c->handshaking = false;
+		c->wwait = 0;
+		l->tls_up = true;
+		return true;
+	case TLS_WANT_READ:
+		c->wwait = POLLIN;
+		return false;
+	case TLS_WANT_WRITE:
+		c->wwait = POLLOUT;
+		return false;
+	case TLS_EOF:
+	case TLS_ERROR:
+		break;
+	}
+	l->unreached = !l->tls_up;
+	loop_fail(l, NULL, "TLS handshake with %s port %s failed for the %s connection: %s",
+	    c->host, c->port, c->name, tls_error(c->tls));
+	return false;
+}
+
+/* Move what has arrived into c->in.  Returns the number of bytes, 0 when
+ * nothing has (or the stream ended: c->eof), -1 after loop_fail. */
+static ssize_t
+conn_recv(struct loop *l, struct conn *c)
 {
 	char *space = buf_reserve(&c->in, READ_MIN);
-	ssize_t n = read(c->fd, space, c->in.cap - c->in.len);
-	if (n < 0) {
+	size_t room = c->in.cap - c->in.len, got = 0;
+
+	if (c->tls == NULL) {
+		ssize_t n = read(c->fd, space, room);
+		if (n > 0)
+			return n;
+		if (n == 0) {
+			c->eof = true;
+			return 0;
+		}
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return true;
+			return 0;
 		loop_fail(l, c, "read failed: %s", strerror(errno));
-		return false;
+		return -1;
 	}
-	if (n == 0) {
-		c->eof = true;
-		if (!c->closing)
-			loop_fail(l, c, "the broker closed the connection%s",
-			    c->connected ? "" : " before answering CONNECT");
-		return false;
+	/* One SSL_read yields one record at most: fill the room as a single
+	 * read() would.  Stopping before OpenSSL says WANT_READ can leave
+	 * input inside it that poll() will not report. */
+	c->rwait = POLLIN;
+	c->rpending = false;
+	while (got < room) {
+		size_t n = 0;
+		switch (tls_read(c->tls, space + got, room - got, &n)) {
+		case TLS_OK:
+			got += n;
+			continue;
+		case TLS_WANT_READ:
+			return (ssize_t)got;
+		case TLS_WANT_WRITE:
+			c->rwait = POLLOUT;
+			return (ssize_t)got;
+		case TLS_EOF:
+			c->eof = true;
+			return (ssize_t)got;
+		case TLS_ERROR:
+			loop_fail(l, c, "read failed: %s", tls_error(c->tls));
+			return -1;
+		}
 	}
-	buf_commit(&c->in, (size_t)n);
-	c->rx_ns = now_ns();
-	l->last_activity_ns = c->rx_ns;
-	if (buf_pending(&c->in) < c->want)
-		return true;
+	c->rpending = tls_pending(c->tls);
+	return (ssize_t)got;
+}
+
+/* Write from the front of c->out once.  Returns the number of bytes, 0 when
+ * the socket must be waited for (c->wwait says for what), -1 on failure
+ * with the reason in why. */
+static ssize_t
+conn_send(struct conn *c, char *why, size_t whylen)
+{
+	const char *p = c->out.data + c->out.start;
+	size_t len = buf_pending(&c->out);
+
+	if (c->tls == NULL) {
+		for (;;) {
+			ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+			if (n >= 0)
+				return n;
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				c->wwait = POLLOUT;
+				return 0;
+			}
+			snprintf(why, whylen, "%s", strerror(errno));
+			return -1;
+		}
+	}
+	size_t n = 0;
+	switch (tls_write(c->tls, p, len, &n)) {
+	case TLS_OK:
+		return (ssize_t)n;
+	case TLS_WANT_WRITE:
+		c->wwait = POLLOUT;
+		return 0;
+	case TLS_WANT_READ:
+		c->wwait = POLLIN;
+		return 0;
+	case TLS_EOF:
+	case TLS_ERROR:
+		break;
+	}
+	snprintf(why, whylen, "%s", tls_error(c->tls));
+	return -1;
+}
+
+/* Handle every complete frame in c->in, then the after-read hook. */
+static void
+conn_parse(struct loop *l, struct conn *c)
+{
 	while (l->status == LOOP_OK) {
 		struct frame f;
 		size_t used;
@@ -292,7 +435,7 @@ conn_read(struct loop *l, struct conn *c)
 		}
 		if (st == FRAME_BAD) {
 			loop_fail(l, c, "malformed frame from the broker: %s", why);
-			return false;
+			return;
 		}
 		dispatch(l, c, &f);
 		buf_consume(&c->in, used);
@@ -300,40 +443,64 @@ conn_read(struct loop *l, struct conn *c)
 	}
 	if (c->after_read != NULL && l->status == LOOP_OK)
 		c->after_read(c);
-	return true;
+}
+
+/* Read once and handle every complete frame; false at end of stream or error. */
+static bool
+conn_read(struct loop *l, struct conn *c)
+{
+	if (c->handshaking && !conn_handshake(l, c))
+		return l->status == LOOP_OK;
+	ssize_t n = conn_recv(l, c);
+	if (n < 0)
+		return false;
+	if (n > 0) {
+		buf_commit(&c->in, (size_t)n);
+		c->rx_ns = now_ns();
+		l->last_activity_ns = c->rx_ns;
+		if (buf_pending(&c->in) >= c->want)
+			conn_parse(l, c);
+	}
+	if (c->eof) {
+		if (!c->closing)
+			loop_fail(l, c, "the broker closed the connection%s",
+			    c->connected ? "" : " before answering CONNECT");
+		return false;
+	}
+	return l->status == LOOP_OK;
 }
 
 static void
 conn_flush(struct loop *l, struct conn *c)
 {
+	if (c->handshaking && !conn_handshake(l, c))
+		return;
 	while (buf_pending(&c->out) > 0) {
-		ssize_t n = send(c->fd, c->out.data + c->out.start, buf_pending(&c->out), MSG_NOSIGNAL);
+		char why[256];
+		ssize_t n = conn_send(c, why, sizeof(why));
 		if (n > 0) {
 			buf_consume(&c->out, (size_t)n);
 			l->last_activity_ns = now_ns();
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			c->wblocked = true;
+		if (n == 0)
 			return;
-		}
-		/* The broker may have said why before closing: read that first. */
-		int saved = errno;
-		while (!c->eof && l->status == LOOP_OK && conn_read(l, c)) {
+		/* The broker may have said why before closing: read that first.
+		 * (Not through TLS: after a failure OpenSSL allows no more reads.) */
+		while (c->tls == NULL && !c->eof && l->status == LOOP_OK && conn_read(l, c)) {
 			struct pollfd p = { .fd = c->fd, .events = POLLIN };
 			if (poll(&p, 1, 100) <= 0)
 				break;
 		}
-		loop_fail(l, c, "connection lost while writing: %s", strerror(saved));
+		loop_fail(l, c, "connection lost while writing: %s", why);
 		return;
 	}
 }
 
 /* Let c's producer add frames and write them, again while the socket takes
  * everything, up to a few rounds so that reading is not starved.  Returns
- * true when it stopped with more to write and a writable socket. */
+ * true when it stopped with more to write and a writable socket.  A TLS
+ * handshake starts here, with or without output. */
 static bool
 conn_produce(struct loop *l, struct conn *c)
 {
@@ -342,10 +509,10 @@ conn_produce(struct loop *l, struct conn *c)
 			return false;
 		if (c->refill != NULL)
 			c->refill(c);
-		if (buf_pending(&c->out) == 0 || c->wblocked)
+		if ((buf_pending(&c->out) == 0 && !c->handshaking) || c->wwait)
 			return false;
 		conn_flush(l, c);
-		if (c->wblocked || l->status != LOOP_OK || c->refill == NULL)
+		if (c->wwait || l->status != LOOP_OK || c->refill == NULL)
 			return false;
 	}
 	return true;
@@ -371,8 +538,19 @@ loop_run(struct loop *l, bool (*done)(void *), void *arg)
 			break;
 		}
 		if (now - l->last_activity_ns >= l->timeout_ns) {
-			snprintf(l->err, sizeof(l->err), "nothing arrived or could be sent for %.1f s "
-			    "(--timeout)", (double)l->timeout_ns / 1e9);
+			struct conn *hs = loop_handshaking(l);
+			if (hs != NULL) {
+				/* Most likely a port that does not speak TLS and waits
+				 * for a frame. */
+				l->unreached = !l->tls_up;
+				snprintf(l->err, sizeof(l->err), "TLS handshake with %s port %s did not "
+				    "finish within %.1f s (--timeout) for the %s connection: is the "
+				    "port a TLS one?", hs->host, hs->port, (double)l->timeout_ns / 1e9,
+				    hs->name);
+			} else {
+				snprintf(l->err, sizeof(l->err), "nothing arrived or could be sent "
+				    "for %.1f s (--timeout)", (double)l->timeout_ns / 1e9);
+			}
 			l->status = LOOP_IDLE;
 			break;
 		}
@@ -397,7 +575,10 @@ loop_run(struct loop *l, bool (*done)(void *), void *arg)
 			until = l->wake_ns;
 		if (l->progress != NULL && l->next_progress_ns < until)
 			until = l->next_progress_ns;
-		if (busy)
+		bool pending = false; /* input inside OpenSSL: read it before sleeping */
+		for (int i = 0; i < l->nconns; i++)
+			pending |= l->conns[i]->rpending;
+		if (busy || pending)
 			until = now; /* only look for input, then write on */
 		struct timespec ts = { 0, 0 };
 		if (until > now) {
@@ -408,7 +589,7 @@ loop_run(struct loop *l, bool (*done)(void *), void *arg)
 		for (int i = 0; i < l->nconns; i++) {
 			struct conn *c = l->conns[i];
 			l->pfd[i].fd = c->eof ? -1 : c->fd;
-			l->pfd[i].events = (short)(POLLIN | (c->wblocked ? POLLOUT : 0));
+			l->pfd[i].events = (short)(c->rwait | c->wwait);
 			l->pfd[i].revents = 0;
 			n++;
 		}
@@ -419,12 +600,12 @@ loop_run(struct loop *l, bool (*done)(void *), void *arg)
 			loop_fail(l, NULL, "poll failed: %s", strerror(errno));
 			break;
 		}
-		for (int i = 0; i < n && l->status == LOOP_OK && r > 0; i++) {
+		for (int i = 0; i < n && l->status == LOOP_OK && (r > 0 || pending); i++) {
 			struct conn *c = l->conns[i];
 			short ev = l->pfd[i].revents;
-			if (ev & POLLOUT)
-				c->wblocked = false;
-			if (ev & (POLLIN | POLLHUP | POLLERR))
+			if (ev & c->wwait)
+				c->wwait = 0;
+			if ((ev & (c->rwait | POLLHUP | POLLERR)) || c->rpending)
 				conn_read(l, c);
 		}
 	}

@@ -6,7 +6,8 @@
  * hands each complete frame to its connection's callback.  ERROR frames,
  * RECEIPTs, CONNECTED and unexpected end-of-stream are handled here, so a
  * mode only sees MESSAGE frames.  Every wait is bounded by the idle timeout
- * and the --duration deadline. */
+ * and the --duration deadline.  With --tls the same loop drives each
+ * connection's TLS handshake (tls.h), before CONNECT goes out. */
 #ifndef EFT_BENCH_CONN_H
 #define EFT_BENCH_CONN_H
 
@@ -19,6 +20,8 @@
 
 struct loop;
 struct conn;
+struct tls;
+struct tls_client;
 
 typedef void (*conn_fn)(struct conn *c);
 typedef void (*conn_frame_fn)(struct conn *c, const struct frame *f);
@@ -26,10 +29,17 @@ typedef void (*conn_frame_fn)(struct conn *c, const struct frame *f);
 struct conn {
 	struct loop *loop;
 	int fd;
+	struct tls *tls;        /* NULL: plain TCP */
+	bool handshaking;       /* TLS: the handshake has not finished */
+	const char *host, *port; /* as given to conn_open, for messages */
 	char name[40];          /* "producer", "subscriber 3": names it in messages */
 	struct buf in, out;
 	size_t want;            /* bytes to have buffered before parsing again */
-	bool wblocked;          /* the last write would have blocked: wait for POLLOUT */
+	short rwait;            /* poll event reading waits for: POLLIN, or POLLOUT
+	                         * while TLS must write before it can read */
+	short wwait;            /* poll event writing waits for: 0 (none), POLLOUT,
+	                         * or POLLIN while TLS must read before it can write */
+	bool rpending;          /* TLS holds input that poll() cannot see */
 	bool connected;         /* CONNECTED arrived */
 	bool closing;           /* DISCONNECT sent: end of stream is expected */
 	bool eof;
@@ -57,7 +67,9 @@ struct loop {
 	uint64_t wake_ns;       /* a refill wants to run again at this time (pacing) */
 	enum loop_status status; /* sticky: the first failure is the one reported */
 	struct conn *failed_conn;
-	bool unreached;         /* the run's first connection could not be opened */
+	bool unreached;         /* the run's first connection could not be opened, or
+	                         * no TLS handshake of the run succeeded */
+	bool tls_up;            /* a connection of this loop finished its handshake */
 	char err[768];
 	void (*progress)(void *arg);
 	void *progress_arg;
@@ -78,8 +90,10 @@ void loop_fail(struct loop *l, struct conn *c, const char *fmt, ...)
 void loop_wake_at(struct loop *l, uint64_t t);
 
 /* Open a TCP connection (bounded by the loop's timeout); NULL after loop_fail.
- * When it is the loop's first connection, l->unreached says so. */
-struct conn *conn_open(struct loop *l, const char *host, const char *port, const char *name);
+ * When it is the loop's first connection, l->unreached says so.  With tc
+ * (not NULL) the connection speaks TLS: the handshake starts in loop_run. */
+struct conn *conn_open(struct loop *l, const char *host, const char *port, const char *name,
+    struct tls_client *tc);
 void conn_close(struct conn *c);
 /* The next RECEIPT on c must carry this receipt-id. */
 void conn_expect_receipt(struct conn *c, const char *id);

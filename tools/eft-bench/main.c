@@ -19,6 +19,7 @@
 #include "payload.h"
 #include "report.h"
 #include "stats.h"
+#include "tls.h"
 
 #define EXIT_USAGE 2
 #define MAX_SIZE (64u << 20)
@@ -48,6 +49,16 @@ static const char common_help[] =
 "      --login NAME      CONNECT login (default guest; '' sends none)\n"
 "      --passcode SECRET CONNECT passcode (default guest; '' sends none)\n"
 "      --vhost HOST      CONNECT host header: RabbitMQ's vhost (default /)\n"
+"      --tls             speak TLS (1.2 or later) to the broker and verify its\n"
+"                        certificate against the system's CA store, or --ca\n"
+"      --ca FILE         PEM file of the CA certificate(s) that verify the\n"
+"                        broker's certificate (with --tls)\n"
+"      --insecure        do not verify the broker's certificate (with --tls;\n"
+"                        a warning on stderr says so, unless -q)\n"
+"      --sni NAME        the server name to send and to verify the certificate\n"
+"                        against (with --tls; default: --host when it is a\n"
+"                        name; an IP address is verified against the\n"
+"                        certificate's IP address entries, and not sent)\n"
 "  -n, --count N         messages per run; rpc: requests (default 100000;\n"
 "                        suffix k = x1000, m = x1000000)\n"
 "  -s, --size BYTES      message body size (default 1024, at least 32;\n"
@@ -78,6 +89,11 @@ static const char common_help[] =
 "fanout: /topic/eft-bench-...).  Brokers that keep queues (RabbitMQ) keep\n"
 "these, empty.\n"
 "\n"
+"TLS: each connection's handshake happens before its CONNECT, outside every\n"
+"measured time.  A handshake that fails (certificate verification included)\n"
+"or does not finish within --timeout is reported like an unreachable broker,\n"
+"with OpenSSL's reason.\n"
+"\n"
 "Checking: every body carries a sequence number, its send time\n"
 "(CLOCK_MONOTONIC) and a check value, followed by a pattern that depends on\n"
 "the sequence number.  Every arrival is checked; lost, duplicated, reordered\n"
@@ -91,7 +107,7 @@ static const char common_help[] =
 "  mode server host port size count conns inflight ack\n"
 "  send_s recv_s total_s delivered msgs_per_s mb_per_s\n"
 "  lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us\n"
-"  lat_max_us lost duplicated reordered corrupted complete error\n"
+"  lat_max_us lost duplicated reordered corrupted complete error transport\n"
 "server is the broker's CONNECTED server header.  conns counts eft-bench's\n"
 "connections (sendrecv 1, stream 2, fanout K + 1, rpc clients + 1 responder);\n"
 "inflight is rpc's --inflight.  delivered counts good deliveries (fanout:\n"
@@ -100,15 +116,16 @@ static const char common_help[] =
 "total_s / 10^6.  Latencies are in microseconds.  lost counts messages sent\n"
 "but never received when the run finished or timed out waiting for them.\n"
 "complete is 1 (true) when every message went and came within the limits;\n"
-"error says why a run failed.  A run whose first connection cannot be made\n"
-"(nothing listening, unknown host) has no row: eft-bench stops there and\n"
-"says why in one line on stderr.\n"
+"error says why a run failed; transport is tcp, or tls with --tls.  A run\n"
+"whose first connection cannot be made (nothing listening, unknown host, a\n"
+"failed TLS handshake) has no row: eft-bench stops there and says why in\n"
+"one line on stderr.\n"
 "\n"
 "Exit status: 0 when every run completed and every message checked out;\n"
 "1 when the broker could not be reached or a run failed (broker ERROR or\n"
 "closed connection, --timeout or --duration expired, or a lost, duplicated,\n"
 "reordered or corrupted message);\n"
-"2 for bad usage.\n";
+"2 for bad usage, or a --ca file that cannot be loaded.\n";
 
 static const char sendrecv_help[] =
 "usage: eft-bench sendrecv [options]\n"
@@ -292,7 +309,8 @@ add_size(struct opts *o, size_t size)
 
 enum {
 	OPT_LOGIN = 256, OPT_PASSCODE, OPT_VHOST, OPT_SIZES, OPT_SWEEP, OPT_ACK, OPT_CSV,
-	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_RPC_SUBSCRIBE,
+	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
+	OPT_INSECURE, OPT_SNI,
 };
 
 static void
@@ -304,6 +322,10 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "login", required_argument, NULL, OPT_LOGIN },
 		{ "passcode", required_argument, NULL, OPT_PASSCODE },
 		{ "vhost", required_argument, NULL, OPT_VHOST },
+		{ "tls", no_argument, NULL, OPT_TLS },
+		{ "ca", required_argument, NULL, OPT_CA },
+		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "sni", required_argument, NULL, OPT_SNI },
 		{ "count", required_argument, NULL, 'n' },
 		{ "size", required_argument, NULL, 's' },
 		{ "sizes", required_argument, NULL, OPT_SIZES },
@@ -346,6 +368,20 @@ parse_options(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_VHOST:
 			o->vhost = optarg;
+			break;
+		case OPT_TLS:
+			o->tls = true;
+			break;
+		case OPT_CA:
+			o->ca = optarg;
+			break;
+		case OPT_INSECURE:
+			o->insecure = true;
+			break;
+		case OPT_SNI:
+			if (optarg[0] == '\0')
+				usage_error("--sni: the name is empty");
+			o->sni = optarg;
 			break;
 		case 'n':
 			if (parse_number(optarg, 1000, &o->count) != 0 || o->count < 1 ||
@@ -450,6 +486,10 @@ parse_options(int argc, char **argv, struct opts *o)
 		usage_error("--rate applies to stream and fanout modes only");
 	if (single_size && many_sizes)
 		usage_error("use -s or --sizes/--sweep, not both");
+	if (!o->tls && (o->ca != NULL || o->insecure || o->sni != NULL))
+		usage_error("--ca, --insecure and --sni apply with --tls only");
+	if (o->ca != NULL && o->insecure)
+		usage_error("use --ca or --insecure, not both");
 	if (!many_sizes)
 		o->nsizes = 1;
 }
@@ -499,6 +539,17 @@ main(int argc, char **argv)
 			max_size = o.sizes[i];
 	payload_init(max_size);
 	report_init(&o);
+	if (o.tls) {
+		char err[512];
+		o.tls_client = tls_client_new(o.ca, o.insecure, o.sni ? o.sni : o.host, err,
+		    sizeof(err));
+		if (o.tls_client == NULL) {
+			report_error("%s", err);
+			return EXIT_USAGE;
+		}
+		if (o.insecure)
+			report_warn("--insecure: the broker's certificate is not verified");
+	}
 
 	int status = 0;
 	for (int i = 0; i < o.nsizes; i++) {
@@ -523,5 +574,6 @@ main(int argc, char **argv)
 			break;
 	}
 	report_finish();
+	tls_client_free(o.tls_client);
 	return status;
 }

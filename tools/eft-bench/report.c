@@ -21,6 +21,7 @@ static const char *const columns[] = {
 	"send_s", "recv_s", "total_s", "delivered", "msgs_per_s", "mb_per_s",
 	"lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us",
 	"lat_max_us", "lost", "duplicated", "reordered", "corrupted", "complete", "error",
+	"transport",
 };
 #define NCOLUMNS (sizeof(columns) / sizeof(columns[0]))
 
@@ -194,8 +195,9 @@ static void
 text_header(const struct result *r)
 {
 	const struct opts *o = opts;
-	printf("eft-bench %s: %s port %s (%s), %" PRIu64 " %s per run, ack %s", o->mode_name,
-	    o->host, o->port, r->server[0] ? r->server : "server unknown", o->count,
+	printf("eft-bench %s: %s port %s over %s (%s), %" PRIu64 " %s per run, ack %s",
+	    o->mode_name, o->host, o->port, o->tls ? "TLS" : "TCP",
+	    r->server[0] ? r->server : "server unknown", o->count,
 	    o->mode == MODE_RPC ? "requests" : "messages", ack_mode_name(o->ack));
 	if (o->mode == MODE_RPC)
 		printf(", %d client%s, %d in flight each", o->clients, o->clients == 1 ? "" : "s",
@@ -351,6 +353,7 @@ row_cells(const struct result *r, struct cell *c)
 		STR(r->error);
 	else
 		NUL();
+	STR(o->tls ? "tls" : "tcp");
 #undef STR
 #undef INT
 #undef NUM
