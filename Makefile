@@ -48,7 +48,7 @@ $(BUILD)/eftd: $(BUILD)/obj/main.o $(LIB_OBJS)
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/eft-bench: $(BENCH_OBJS)
-	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lssl -lcrypto -lm -o $@
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lm -o $@
 
 $(BUILD)/obj/tools/eft-passwd.o: tools/eft-passwd.c
 	$(Q)mkdir -p $(dir $@)
