@@ -9,10 +9,17 @@
  * the high-water mark gets no more queue messages until it drains.
  *
  * Closing after an ERROR is a lingering close, as careful HTTP servers do it:
- * write what is left, shut the write side, then read and drop what the peer
- * still sends, for at most LINGER_MS and a byte budget.  Closing a socket
- * whose receive buffer holds unread bytes sends a reset, and the peer's
- * kernel then throws away our ERROR before the client reads it. */
+ * write what is left, then read and drop what the peer still sends; once it
+ * has been quiet for LINGER_QUIET_MS, shut the write side (FIN, or TLS
+ * close_notify) and go on dropping input until the peer closes, or
+ * LINGER_IDLE_MS pass without a byte, or a byte budget is spent, or
+ * frame-timeout-ms have passed in all (a client still sending the rest of a
+ * refused frame is given the time any frame gets).  Closing a socket whose
+ * receive buffer holds unread bytes sends a reset, and the peer's kernel
+ * then throws away our ERROR before the client reads it; and the end of
+ * stream waits for quiet because some clients (stomp.py over TLS) tear the
+ * connection down when it arrives, failing a send another of their threads
+ * has not finished. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +36,8 @@
 
 #define READ_CHUNK (64 * 1024)
 #define CLOSE_GRACE_MS 5000 /* after ERROR or DISCONNECT, time allowed to write what is left */
-#define LINGER_MS 2000      /* then, time allowed for the peer to stop sending */
+#define LINGER_QUIET_MS 100 /* then, silence after which the write side is shut */
+#define LINGER_IDLE_MS 2000 /* and after that, silence after which the peer is not waited for */
 #define LINGER_BODY_MAX ((size_t)1 << 30) /* most of a refused body we wait for */
 
 static void conn_readable(void *arg);
@@ -200,19 +208,46 @@ linger_budget(const struct conn *c)
 	return budget;
 }
 
-/* Everything is written: shut the write side (the peer sees the end after
- * our last frame) and drop input until the peer closes. */
+/* When the lingering connection is next looked at: the write side is shut
+ * after a quiet spell, the connection closed after a longer one, and
+ * whatever happens by linger_end_ms. */
+static void
+conn_linger_deadline(struct conn *c)
+{
+	uint64_t due = c->last_read_ms + (c->linger_shut ? LINGER_IDLE_MS : LINGER_QUIET_MS);
+	c->close_deadline_ms = due < c->linger_end_ms ? due : c->linger_end_ms;
+}
+
+/* Everything is written: drop input until the peer closes (see the top). */
 static void
 conn_linger(struct conn *c)
 {
 	c->linger_left = linger_budget(c);
 	parser_free(&c->parser); /* nothing more is parsed */
-	transport_shutdown(c->transport);
 	c->state = CONN_LINGER;
-	c->close_deadline_ms = conn_now_ms(c) + LINGER_MS;
+	c->linger_shut = false;
+	c->last_read_ms = conn_now_ms(c);
+	c->linger_end_ms = c->last_read_ms + c->broker->cfg->frame_timeout_ms;
+	conn_linger_deadline(c);
 	c->timer_due = 0;
 	conn_schedule(c);
 	transport_want(c->transport, true, false);
+}
+
+/* The lingering connection's deadline passed: shut the write side after
+ * the quiet spell, or close.  Returns -1 if c was freed. */
+static int
+conn_linger_timeout(struct conn *c, uint64_t now)
+{
+	if (!c->linger_shut && now < c->linger_end_ms) {
+		transport_shutdown(c->transport);
+		c->linger_shut = true;
+		conn_linger_deadline(c);
+		return 0;
+	}
+	log_debug("%s: peer did not close in time after the end", c->peer);
+	conn_free(c);
+	return -1;
 }
 
 static void
@@ -224,6 +259,10 @@ conn_linger_read(struct conn *c)
 		return;
 	if (n > 0 && (size_t)n < c->linger_left) {
 		c->linger_left -= (size_t)n;
+		/* Still sending: wait while it keeps on, up to linger_end_ms.  A
+		 * later deadline needs no new timer (it fires early and looks). */
+		c->last_read_ms = conn_now_ms(c);
+		conn_linger_deadline(c);
 		return;
 	}
 	if (n > 0)
@@ -439,12 +478,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	const struct config *cfg = c->broker->cfg;
 	uint64_t now = conn_now_ms(c);
 	c->timer_due = 0;
-	if (conn_is_closing(c)) {
+	if (c->state == CONN_LINGER) {
+		if (now >= c->close_deadline_ms && conn_linger_timeout(c, now) != 0)
+			return;
+	} else if (c->state == CONN_CLOSING) {
 		if (now >= c->close_deadline_ms) {
-			if (c->state == CONN_CLOSING)
-				log_info("%s: peer did not read its last output in time", c->peer);
-			else
-				log_debug("%s: peer did not close in time after the end", c->peer);
+			log_info("%s: peer did not read its last output in time", c->peer);
 			conn_free(c);
 			return;
 		}

@@ -19,8 +19,9 @@ enum conn_state {
 	CONN_AWAIT_CONNECT, /* nothing but CONNECT or STOMP is accepted */
 	CONN_OPEN,
 	CONN_CLOSING,       /* session ended; writing what is left, then lingering */
-	CONN_LINGER,        /* all written and the write side shut: input is read and dropped
-	                     * until the peer closes, or a time or byte bound, then closed */
+	CONN_LINGER,        /* all written: input is read and dropped (the write side shut
+	                     * once it is quiet) until the peer closes, or a time or byte
+	                     * bound, then closed */
 };
 
 struct conn {
@@ -45,6 +46,8 @@ struct conn {
 	uint64_t close_deadline_ms;    /* CLOSING, LINGER: freed by then */
 	uint64_t timer_due;            /* when the timer fires; 0 if not armed */
 	size_t linger_left;            /* LINGER: input bytes still to drop before closing */
+	uint64_t linger_end_ms;        /* LINGER: closed by then whatever the peer does */
+	bool linger_shut;              /* LINGER: our write side is shut */
 	bool refused;                  /* over max-connections: only gets its ERROR */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */

@@ -10,6 +10,8 @@ require 'stomp'
 require 'timeout'
 
 HOST = '127.0.0.1'
+# EFT_TLS_CA=FILE: eftd listens with TLS; its certificate is checked against FILE.
+TLS_CA = ENV['EFT_TLS_CA']
 WAIT = 10           # seconds for any single expected frame
 SCENARIO_LIMIT = 40 # seconds for a whole scenario
 # Destination names end in this, so reruns against one long-lived eftd do not meet leftovers.
@@ -68,9 +70,14 @@ end
 
 # Connection parameters as a hash (the form that can speak 1.1/1.2).
 # reliable: false so a broken connection raises instead of reconnecting.
+# The gem's ssl host parameter: false, or TLS checked against EFT_TLS_CA.
+def ssl_param
+  TLS_CA ? Stomp::SSLParams.new(ts_files: TLS_CA) : false
+end
+
 def hash_params(port, version, extra_headers = {})
   p = {
-    hosts: [{ login: 'guest', passcode: 'guest', host: HOST, port: port, ssl: false }],
+    hosts: [{ login: 'guest', passcode: 'guest', host: HOST, port: port, ssl: ssl_param }],
     reliable: false,
     connect_timeout: 5,
     connread_timeout: 5,
@@ -93,9 +100,12 @@ end
 # STOMP 1.0 the way RabbitMQ examples connect: Connection.open, positional.
 def conn10(port)
   c = Timeout.timeout(WAIT, Failure, "no CONNECTED (1.0) within #{WAIT}s") do
-    if DEBUG
-      Stomp::Connection.new(hosts: [{ login: 'guest', passcode: 'guest', host: HOST, port: port }],
-                            reliable: false, logger: DebugLogger.new)
+    if DEBUG || TLS_CA
+      # The positional form (open) has no TLS; the hash form without
+      # accept-version is the same 1.0 CONNECT.
+      Stomp::Connection.new(hosts: [{ login: 'guest', passcode: 'guest', host: HOST, port: port,
+                                      ssl: ssl_param }],
+                            reliable: false, logger: DEBUG ? DebugLogger.new : nil)
     else
       Stomp::Connection.open('guest', 'guest', HOST, port)
     end

@@ -22,6 +22,8 @@ DEBUG = bool(os.environ.get("EFT_CLIENT_DEBUG"))
 # Destination names include this, so reruns against one long-lived eftd do not meet leftovers.
 RUN = "%d-%d" % (os.getpid(), int(time.time() * 1000) % 1000000)
 
+# EFT_TLS_CA=FILE: eftd listens with TLS; its certificate is checked against FILE.
+TLS_CA = os.environ.get("EFT_TLS_CA")
 CLASSES = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
 
 
@@ -167,6 +169,8 @@ def connect(port, version, name, heartbeats=(0, 0), connect_kw=None, listener=No
         args["heartbeats"] = heartbeats
     args.update(kw)
     conn = cls([(HOST, port)], **args)
+    if TLS_CA:
+        conn.set_ssl(for_hosts=[(HOST, port)], ca_certs=TLS_CA)
     col = listener(conn) if listener else Collector(name)
     conn.set_listener("collector", col)
     OPEN.append((conn, col))

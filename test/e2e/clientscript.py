@@ -32,10 +32,13 @@ HAVE_STOMP_PY = works([PYTHON, "-c", "import stomp"])
 
 
 def clean_env():
-    """The environment without the scripts' own debug and target variables."""
+    """The environment without the scripts' own debug and target variables;
+    over TLS (EFT_TRANSPORT=tls), EFT_TLS_CA tells them to speak TLS."""
     env = dict(os.environ)
-    for k in ("EFT_CLIENT_DEBUG", "EFT_HOST", "EFT_PORT", "EFT_RPC_QUEUE"):
+    for k in ("EFT_CLIENT_DEBUG", "EFT_HOST", "EFT_PORT", "EFT_RPC_QUEUE", "EFT_TLS_CA"):
         env.pop(k, None)
+    if harness.TRANSPORT == "tls":
+        env["EFT_TLS_CA"] = harness.certs().ca
     return env
 
 

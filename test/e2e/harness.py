@@ -4,13 +4,20 @@ frames out of bytes (parse_frames), and a raw STOMP client that sends exact
 bytes and reads frames back (RawClient).  Every test that reads frames goes
 through parse_frames, and every socket a test opens to eftd itself comes
 from open_socket (the client libraries and programs the tests run open
-their own).  Every wait is bounded; every process started is stopped."""
+their own).  Every wait is bounded; every process started is stopped.
 
+EFT_TRANSPORT=tls runs the same tests over TLS: Broker then gives eftd a
+tls:// listener (with certificates made for the run by certs()), and
+open_socket speaks TLS, checking eftd's certificate."""
+
+import atexit
 import collections
 import errno
 import os
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -22,6 +29,76 @@ EFTD = os.environ.get("EFTD", os.path.join(ROOT, BUILD, "eftd"))
 # e.g. "valgrind --error-exitcode=99 -q" (make valgrind)
 WRAPPER = os.environ.get("EFTD_WRAPPER", "").split()
 SLOW = 10 if WRAPPER else 1  # valgrind runs everything ~10x slower
+TRANSPORT = os.environ.get("EFT_TRANSPORT", "tcp")  # how tests reach eftd: tcp or tls
+if TRANSPORT not in ("tcp", "tls"):
+    raise SystemExit("EFT_TRANSPORT must be tcp or tls, not %r" % TRANSPORT)
+
+
+class Certs:
+    """A throwaway CA, a server certificate for 127.0.0.1, ::1 and localhost,
+    a client certificate from that CA, and one from another CA, made with
+    the openssl command in a temporary folder (never committed)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="eft-certs-")
+        atexit.register(shutil.rmtree, self.dir, True)
+        self.ca, self.ca_key = self.path("ca.pem"), self.path("ca.key")
+        self.other_ca, other_ca_key = self.path("other-ca.pem"), self.path("other-ca.key")
+        self._ca(self.ca, self.ca_key, "eft test CA")
+        self._ca(self.other_ca, other_ca_key, "another CA")
+        self.server, self.server_key = self.path("server.pem"), self.path("server.key")
+        self._leaf(self.server, self.server_key, "localhost", self.ca, self.ca_key,
+                   "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\n"
+                   "extendedKeyUsage=serverAuth\n")
+        self.client, self.client_key = self.path("client.pem"), self.path("client.key")
+        self._leaf(self.client, self.client_key, "alice", self.ca, self.ca_key,
+                   "extendedKeyUsage=clientAuth\n")
+        self.stranger, self.stranger_key = self.path("stranger.pem"), self.path("stranger.key")
+        self._leaf(self.stranger, self.stranger_key, "mallory", self.other_ca, other_ca_key,
+                   "extendedKeyUsage=clientAuth\n")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    @staticmethod
+    def _run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+
+    def _ca(self, cert, key, name):
+        self._run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                  "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=" + name)
+
+    def _leaf(self, cert, key, name, ca, ca_key, ext):
+        csr, extfile = cert + ".csr", cert + ".ext"
+        with open(extfile, "w") as f:
+            f.write(ext)
+        self._run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", key, "-out", csr, "-subj", "/CN=" + name)
+        self._run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+                  "-out", cert, "-days", "2", "-extfile", extfile)
+
+    def config(self):
+        """The config lines a tls:// listener needs."""
+        return "tls-cert-file = %s\ntls-key-file = %s\n" % (self.server, self.server_key)
+
+    def context(self, cert=None, key=None):
+        """A client context that trusts the test CA (and presents cert)."""
+        ctx = ssl.create_default_context(cafile=self.ca)
+        if cert:
+            ctx.load_cert_chain(cert, key)
+        return ctx
+
+
+_certs = None
+
+
+def certs():
+    """The run's certificates, made on first use."""
+    global _certs
+    if _certs is None:
+        _certs = Certs()
+    return _certs
 
 
 def wait_for(pred, timeout, what):
@@ -34,19 +111,54 @@ def wait_for(pred, timeout, what):
     raise AssertionError("timed out waiting for " + what)
 
 
+def stomp_py(port, version="1.2", host="127.0.0.1", **kw):
+    """A stomp.py connection object of the class for version, speaking TLS
+    (trusting the test CA) when the run is over TLS."""
+    import stomp
+    cls = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}[version]
+    conn = cls([(host, port)], **kw)
+    if TRANSPORT == "tls":
+        conn.set_ssl(for_hosts=[(host, port)], ca_certs=certs().ca)
+    return conn
+
+
+def ruby_ssl():
+    """The Ruby stomp gem's `ssl:` host parameter for this run, as Ruby code."""
+    if TRANSPORT != "tls":
+        return "false"
+    return "Stomp::SSLParams.new(ts_files: '%s')" % certs().ca
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def open_socket(port, host="127.0.0.1", timeout=5, sockopts=()):
-    """A TCP connection to eftd at host:port: the one place every test opens
+def open_socket(port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, context=None):
+    """A connection to eftd at host:port: the one place every test opens
     one.  timeout is in seconds, as given (callers scale it by SLOW); 0 starts
     a non-blocking connect and returns at once.  sockopts are (level, option,
     value) triples set before connecting (SO_RCVBUF must be, or the kernel
     tunes the buffer itself); anything else a test does to the socket it
-    does to what this returns."""
+    does to what this returns.  tls (default: EFT_TRANSPORT is tls) wraps it
+    in TLS with context (default: trusting the test CA); with timeout 0 the
+    handshake is left to the caller (do_handshake until it stops raising
+    SSLWantReadError)."""
+    s = _open_tcp(port, host, timeout, sockopts)
+    if tls is None:
+        tls = TRANSPORT == "tls"
+    if not tls:
+        return s
+    ctx = context or certs().context()
+    try:
+        return ctx.wrap_socket(s, server_hostname=host, do_handshake_on_connect=timeout != 0)
+    except (OSError, ssl.SSLError):
+        s.close()
+        raise
+
+
+def _open_tcp(port, host, timeout, sockopts):
     error = None
     for family, kind, proto, _, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
         s = socket.socket(family, kind, proto)
@@ -70,11 +182,12 @@ def open_socket(port, host="127.0.0.1", timeout=5, sockopts=()):
 class Broker:
     """An eftd process.  Use as a context manager, or start()/stop()."""
 
-    def __init__(self, config=None, args=(), bind="127.0.0.1"):
+    def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None):
         self.port = free_port()
         self.bind = bind
         self.config_text = config
         self.args = list(args)
+        self.transport = transport or TRANSPORT
         self.proc = None
         self.log_path = None
         self.config_path = None
@@ -82,7 +195,12 @@ class Broker:
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
         os.close(fd)
-        cmd = WRAPPER + [EFTD, "-b", self.bind, "-p", str(self.port)] + self.args
+        if self.transport == "tls":
+            host = "[%s]" % self.bind if ":" in self.bind else self.bind
+            cmd = WRAPPER + [EFTD, "-L", "tls://%s:%d" % (host, self.port)] + self.args
+            self.config_text = certs().config() + (self.config_text or "")
+        else:
+            cmd = WRAPPER + [EFTD, "-b", self.bind, "-p", str(self.port)] + self.args
         if self.config_text is not None:
             fd, self.config_path = tempfile.mkstemp(prefix="eftd-", suffix=".conf")
             with os.fdopen(fd, "w") as f:
@@ -96,7 +214,8 @@ class Broker:
             if self.proc.poll() is not None:
                 raise RuntimeError("eftd exited early:\n" + self.read_log())
             try:
-                with open_socket(self.port, self.bind, timeout=1):
+                with open_socket(self.port, self.bind, timeout=1,
+                                 tls=self.transport == "tls"):
                     return self
             except OSError:
                 time.sleep(0.02)

@@ -87,7 +87,8 @@ class Closed(harness.BrokerTest):
         self.assertIn("user bob", lines[0])
         connect(self.raw(), "alice", "nope")
         self.assertRegex(self.broker.read_log(),
-                         r" warn: tcp 127\.0\.0\.1:\d+: authentication failed for login 'alice'")
+                         r" warn: %s 127\.0\.0\.1:\d+: authentication failed for login 'alice'"
+                         % harness.TRANSPORT)
 
     def test_unknown_user_and_no_login_refused(self):
         for login, pw in (("mallory", "x"), (None, None), ("guest", "guest")):
@@ -123,12 +124,11 @@ class Closed(harness.BrokerTest):
         self.assertEqual(alice.expect("MESSAGE").body, b"pong")
 
     def test_stomp_py_with_credentials(self):
-        import stomp
-        ok = stomp.Connection12([("127.0.0.1", self.broker.port)])
+        ok = harness.stomp_py(self.broker.port)
         ok.connect("alice", "wonderland", wait=True, headers={"host": "/"})
         self.assertTrue(ok.is_connected())
         ok.disconnect()
-        bad = stomp.Connection12([("127.0.0.1", self.broker.port)], reconnect_attempts_max=1)
+        bad = harness.stomp_py(self.broker.port, reconnect_attempts_max=1)
         with self.assertRaises(Exception):
             bad.connect("alice", "nope", wait=True, headers={"host": "/"})
         bad.disconnect()
@@ -136,18 +136,18 @@ class Closed(harness.BrokerTest):
     def test_ruby_gem_with_credentials(self):
         script = (
             "require 'stomp'\n"
-            "c = Stomp::Connection.open('alice', 'wonderland', '127.0.0.1', %d)\n"
+            "def conn(pass) Stomp::Connection.new({hosts: [{login: 'alice', passcode: pass,\n"
+            "  host: '127.0.0.1', port: %d, ssl: %s}], reliable: false, connect_timeout: 5}) end\n"
+            "c = conn('wonderland')\n"
             "c.publish('/queue/rb-auth', 'hi'); c.subscribe('/queue/rb-auth')\n"
             "m = c.receive; raise 'body' unless m.body == 'hi'; c.disconnect\n"
             "begin\n"
-            "  h = {hosts: [{login: 'alice', passcode: 'x', host: '127.0.0.1', port: %d}],\n"
-            "       reliable: false, connect_timeout: 5}\n"
-            "  b = Stomp::Connection.new(h)\n"
+            "  b = conn('x')\n"
             "  raise 'wrong password accepted' if b.connection_frame.command == 'CONNECTED'\n"
             "rescue Stomp::Error::StompServerError, RuntimeError => e\n"
             "  raise if e.message == 'wrong password accepted'\n"
             "end\n"
-            "puts 'ok'\n") % (self.broker.port, self.broker.port)
+            "puts 'ok'\n") % (self.broker.port, harness.ruby_ssl())
         r = subprocess.run(["ruby", "-e", script], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("ok", r.stdout)
@@ -181,6 +181,7 @@ def run_eftd(args, cwd=None):
                           cwd=cwd, stdin=subprocess.DEVNULL)
 
 
+@unittest.skipIf(harness.TRANSPORT == "tls", "about config files, not the transport")
 class StartupChecks(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="eftd-auth-")

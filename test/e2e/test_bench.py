@@ -17,6 +17,7 @@ import threading
 import time
 import unittest
 
+import harness
 from harness import BUILD, ROOT, SLOW, BrokerTest, frame, free_port, parse_frames
 
 EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
@@ -94,6 +95,8 @@ class EftBenchModes(BrokerTest):
 
     def run_mode(self, mode, *args, rows=1):
         common = [mode, "-p", self.broker.port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW] + list(args)
+        if harness.TRANSPORT == "tls":
+            common += ["--tls", "--ca", harness.certs().ca]
         rc, out, err = bench(*common, "--csv")
         self.assertEqual(rc, 0, "eft-bench %s --csv: exit %d\n%s\n%s" % (mode, rc, out, err))
         csv_rows = parse_csv(self, out)
@@ -127,7 +130,7 @@ class EftBenchModes(BrokerTest):
         self.assertEqual(r["ack"], "auto")
         self.assertEqual(r["complete"], 1)
         self.assertEqual(r["error"], "")
-        self.assertEqual(r["transport"], "tcp")
+        self.assertEqual(r["transport"], harness.TRANSPORT)
         for col in CHECKS:
             self.assertEqual(r[col], 0, col)
         for col in ("total_s", "msgs_per_s", "mb_per_s"):
@@ -559,6 +562,7 @@ class Socat:
 
 @unittest.skipIf(TLS_TOOLS_MISSING, "--tls tests need %s (tools/install-deps test installs them)"
                  % " and ".join(TLS_TOOLS_MISSING))
+@unittest.skipIf(harness.TRANSPORT == "tls", "eft-bench against eftd's own TLS: EftBenchModes")
 class EftBenchTls(BrokerTest):
     """--tls against eftd behind socat: every mode works and checks every
     message; verification fails when it should, in one line naming host,

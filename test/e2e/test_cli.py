@@ -12,6 +12,7 @@ import tempfile
 import time
 import unittest
 
+import harness
 from harness import BrokerTest, Broker, RawClient, EFTD, ROOT, SLOW, frame
 from harness import expect_receipt, open_socket
 
@@ -40,6 +41,7 @@ def have_ipv6_loopback():
         return False
 
 
+@unittest.skipIf(harness.TRANSPORT == "tls", "about the command line and the tcp shorthand flags")
 class CliTest(BrokerTest):
 
     def write_config(self, text):

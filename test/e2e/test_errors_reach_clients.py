@@ -10,6 +10,7 @@ Every limit a real client can break is tried with the Ruby stomp gem and
 stomp.py; raw sockets check the bounds of the lingering close."""
 
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -39,8 +40,9 @@ CASES = {
 
 RUBY_SCRIPT = r"""
 require 'stomp'
-port, what = ARGV[0].to_i, ARGV[1]
-hash = {hosts: [{host: '127.0.0.1', port: port}], reliable: false, connect_timeout: 5,
+port, what, ssl = ARGV[0].to_i, ARGV[1], ARGV[2]
+ssl = ssl ? Stomp::SSLParams.new(ts_files: ssl) : false
+hash = {hosts: [{host: '127.0.0.1', port: port, ssl: ssl}], reliable: false, connect_timeout: 5,
         connect_headers: {'accept-version' => '1.2', 'host' => '/'}}
 c = Stomp::Connection.new(hash)
 if what == 'conns'
@@ -60,7 +62,8 @@ puts "#{f.command}|#{f.headers['message']}"
 
 
 def run_ruby(port, what):
-    p = subprocess.run([RUBY, "-e", RUBY_SCRIPT, str(port), what], capture_output=True,
+    ca = [harness.certs().ca] if harness.TRANSPORT == "tls" else []
+    p = subprocess.run([RUBY, "-e", RUBY_SCRIPT, str(port), what] + ca, capture_output=True,
                        text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout.strip(), p.stderr.strip()
 
@@ -76,7 +79,7 @@ def run_stomp_py(port, what):
             errors.append(frame.headers.get("message"))
             seen.set()
 
-    c = stomp.Connection12([("127.0.0.1", port)], reconnect_attempts_max=1)
+    c = harness.stomp_py(port, reconnect_attempts_max=1)
     c.set_listener("l", Listener())
     raised = None
     try:
@@ -160,7 +163,7 @@ for _what in ("frame", "headers", "line", "subs", "conns"):
 
 class LingeringCloseTest(BrokerTest):
     """The close itself, over raw sockets."""
-    config = "max-body-size = 64k\nmax-frame-size = 128k\n"
+    config = "max-body-size = 64k\nmax-frame-size = 128k\nframe-timeout-ms = 3000\n"
 
     def test_error_then_end_of_stream_not_reset(self):
         """A body far over the limit, sent in one go: the client finishes
@@ -207,16 +210,36 @@ class LingeringCloseTest(BrokerTest):
         try:
             while time.time() - t0 < 10 * SLOW:
                 sent += c.sock.send(chunk)
-        except (ConnectionResetError, BrokenPipeError):
-            pass
         except socket.timeout:
             self.fail("eftd stopped reading but kept the connection open")
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            pass  # over TLS the cut shows as an EOF without close_notify
         else:
             self.fail("eftd read %d bytes after the ERROR without closing" % sent)
         # 128k frame + 70000 announced, plus what the socket buffers hold
         self.assertLess(sent, 64 << 20)
         self.assertIn("127.0.0.1:%d: still sending after its connection was ended" % port,
                       self.broker.read_log())
+
+    def test_trickle_is_cut_at_the_frame_timeout(self):
+        """Bytes now and then keep a lingering close going only as long as a
+        frame may take (frame-timeout-ms, 3 s here)."""
+        c = self.client()
+        port = c.sock.getsockname()[1]
+        c.send(b"SEND\ndestination:/queue/x\ncontent-length:100000\n\n")
+        self.assertEqual(c.read_frame().command, "ERROR")
+        closed = "127.0.0.1:%d: connection closed" % port
+        t0 = time.time()
+        try:
+            while closed not in self.broker.read_log() and time.time() - t0 < 8 * SLOW:
+                c.sock.send(b"y")
+                time.sleep(0.5)
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            pass
+        harness.wait_for(lambda: closed in self.broker.read_log(), 2, "the close")
+        elapsed = time.time() - t0
+        self.assertGreater(elapsed, 2.5, "a client still sending is waited for")
+        self.assertLess(elapsed, 5 * SLOW, "but not past frame-timeout-ms")
 
     def test_disconnect_receipt_then_close(self):
         c = self.client()

@@ -71,6 +71,7 @@ class NothingListening(ExampleFailureTest):
         self.check("rpc_server.rb")
 
 
+@unittest.skipIf(harness.TRANSPORT == "tls", "the examples speak plain TCP")
 class LoginRefused(ExampleFailureTest, harness.BrokerTest):
     """An eftd that wants a login from etc/users.example: guest/guest gets
     an ERROR, whose message the script passes on."""

@@ -11,6 +11,7 @@ import os
 import random
 import selectors
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -1077,7 +1078,8 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
             for i in range(n):
                 s = harness.open_socket(port, timeout=0)
                 socks.append(s)
-                sel.register(s, selectors.EVENT_WRITE, i)
+                # Over TLS a write may first need the handshake's reads.
+                sel.register(s, selectors.EVENT_WRITE | selectors.EVENT_READ, i)
             pending = {}
             replies = {}
             sent = 0
@@ -1088,7 +1090,8 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                     data = pending.get(i, half_send if i % 2 else half_connect)
                     try:
                         k = s.send(data)
-                    except (BlockingIOError, InterruptedError):
+                    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                            ssl.SSLWantWriteError):
                         continue
                     if k < len(data):
                         pending[i] = data[k:]
@@ -1107,7 +1110,8 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                     i, s = key.data, key.fileobj
                     try:
                         data = s.recv(4096)
-                    except (BlockingIOError, InterruptedError):
+                    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                            ssl.SSLWantWriteError):
                         continue
                     self.assertTrue(data, "connection %d closed before CONNECTED" % i)
                     replies[i] += data

@@ -53,6 +53,7 @@ add_scenario_tests(RubyRpcTest, RUBY_SCENARIOS)
 add_scenario_tests(StompPyRpcTest, PY_SCENARIOS)
 
 
+@unittest.skipIf(harness.TRANSPORT == "tls", "the examples speak plain TCP")
 class RpcExampleTest(harness.BrokerTest):
     """tools/examples: a server in the background, a client sending 5 requests."""
 

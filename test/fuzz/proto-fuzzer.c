@@ -311,10 +311,10 @@ client_take_output(struct client *cl)
 	if (transport_mem_closed(cl->t)) {
 		cl->c = NULL; /* eft freed it (a slow consumer cut off) */
 		cl->closed = true;
-	} else if (transport_mem_shut(cl->t)) {
-		CHECK(cl->c->state == CONN_LINGER, "shut but not lingering");
-		cl->closed = true;
+	} else if (cl->c->state == CONN_LINGER) {
+		cl->closed = true; /* all written: nothing more may come */
 	}
+	CHECK(!transport_mem_shut(cl->t) || cl->closed, "shut while not lingering");
 	if (cl->errored && cl->c != NULL)
 		CHECK(conn_is_closing(cl->c), "ERROR sent but the connection stays open");
 }
