@@ -58,6 +58,10 @@ $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD
     $(BUILD)/obj/log.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -lsodium -o $@
 
+# test_oom makes allocations fail: every malloc, calloc and realloc of eft's
+# own code goes through its wrappers.
+$(BUILD)/test/test_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
 	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@

@@ -387,6 +387,14 @@ conn_readable(void *arg)
 	}
 	ssize_t n = transport_read(c->transport, space, avail);
 	if (n > 0) {
+		/* A TLS client on a plain listener: say so, rather than "bad frame". */
+		if (!c->any_input && space[0] == 0x16) {
+			c->any_input = true;
+			proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
+			    "STOMP; connect to a tls:// listener, or without TLS.");
+			return;
+		}
+		c->any_input = true;
 		parser_commit(&c->parser, (size_t)n);
 		c->last_read_ms = conn_now_ms(c);
 		conn_process(c);

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "eft/config.h"
 #include "eft/tls.h"
@@ -339,8 +340,15 @@ tls_ctx_setup(SSL_CTX *ctx, const struct config *cfg, char *err, size_t errlen)
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1)
 		return tls_ctx_error(err, errlen, "tls-cert-file: cannot use", cfg->tls_cert_file);
 	errno = 0;
-	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1)
+	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1) {
+		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+			ERR_clear_error();
+			snprintf(err, errlen, "tls-key-file: %s does not match tls-cert-file %s",
+			    cfg->tls_key_file, cfg->tls_cert_file);
+			return -1;
+		}
 		return tls_ctx_error(err, errlen, "tls-key-file: cannot use", cfg->tls_key_file);
+	}
 	if (SSL_CTX_check_private_key(ctx) != 1)
 		return tls_ctx_error(err, errlen, "tls-key-file: does not match tls-cert-file",
 		    cfg->tls_key_file);

@@ -49,6 +49,7 @@ struct conn {
 	uint64_t linger_end_ms;        /* LINGER: closed by then whatever the peer does */
 	bool linger_shut;              /* LINGER: our write side is shut */
 	bool refused;                  /* over max-connections: only gets its ERROR */
+	bool any_input;                /* a byte has been read */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
 	uint64_t paused_gen;           /* dests.freed when paused (paused_on still valid?) */

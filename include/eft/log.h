@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-enum log_level { EFT_LOG_ERROR, EFT_LOG_WARN, EFT_LOG_INFO, EFT_LOG_DEBUG };
+/* EFT_LOG_QUIET logs nothing (tests); it is not a level a message has. */
+enum log_level { EFT_LOG_QUIET = -1, EFT_LOG_ERROR, EFT_LOG_WARN, EFT_LOG_INFO, EFT_LOG_DEBUG };
 
 /* The level is process-wide, like syslog's mask: every module logs. */
 void log_set_level(enum log_level level);

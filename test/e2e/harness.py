@@ -16,10 +16,12 @@ import errno
 import os
 import shutil
 import signal
+import select
 import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -152,10 +154,72 @@ def open_socket(port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, contex
         return s
     ctx = context or certs().context()
     try:
-        return ctx.wrap_socket(s, server_hostname=host, do_handshake_on_connect=timeout != 0)
+        t = ctx.wrap_socket(s, server_hostname=host, do_handshake_on_connect=timeout != 0)
     except (OSError, ssl.SSLError):
         s.close()
         raise
+    return SharedTLS(t, timeout)
+
+
+class SharedTLS:
+    """A TLS socket that one thread may send on while another receives, as
+    tests do with plain sockets.  OpenSSL allows one call on a connection
+    at a time, so each send or recv runs non-blocking under a lock and waits
+    for the socket outside it.  Anything else goes to the SSLSocket."""
+
+    def __init__(self, sock, timeout):
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._timeout = timeout
+        sock.setblocking(False)
+
+    def settimeout(self, timeout):
+        self._timeout = timeout
+
+    def gettimeout(self):
+        return self._timeout
+
+    def _io(self, call, *args):
+        deadline = None if self._timeout is None else time.time() + self._timeout
+        while True:
+            with self._lock:
+                try:
+                    return call(*args)
+                except ssl.SSLWantReadError:
+                    if self._timeout == 0:
+                        raise
+                    want_write = False
+                except ssl.SSLWantWriteError:
+                    if self._timeout == 0:
+                        raise
+                    want_write = True
+            wait = 0.05  # short: the other thread may have moved the connection on
+            if deadline is not None:
+                left = deadline - time.time()
+                if left <= 0:
+                    raise socket.timeout("timed out")
+                wait = min(wait, left)
+            select.select([self._sock], [self._sock] if want_write else [], [], wait)
+
+    def recv(self, n):
+        return self._io(self._sock.recv, n)
+
+    def send(self, data):
+        return self._io(self._sock.send, data)
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[self.send(view):]
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._sock.close()
 
 
 def _open_tcp(port, host, timeout, sockopts):
@@ -182,20 +246,36 @@ def _open_tcp(port, host, timeout, sockopts):
 class Broker:
     """An eftd process.  Use as a context manager, or start()/stop()."""
 
-    def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None):
+    def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None):
+        """listen: a list of (scheme, host) for several listeners on free ports
+        (self.ports, in order; self.port is the first's); else one listener
+        of the run's transport (or `transport`) on bind."""
         self.port = free_port()
         self.bind = bind
         self.config_text = config
         self.args = list(args)
         self.transport = transport or TRANSPORT
+        self.listen = list(listen or [])
+        self.ports = [self.port] + [free_port() for _ in self.listen[1:]]
         self.proc = None
         self.log_path = None
         self.config_path = None
 
+    def url(self, i=0):
+        scheme, host = self.listen[i]
+        return "%s://%s:%d" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i])
+
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
         os.close(fd)
-        if self.transport == "tls":
+        if self.listen:
+            cmd = WRAPPER + [EFTD] + self.args
+            for i in range(len(self.listen)):
+                cmd += ["-L", self.url(i)]
+            if any(scheme == "tls" for scheme, _ in self.listen):
+                self.config_text = certs().config() + (self.config_text or "")
+            self.transport, self.bind = self.listen[0]
+        elif self.transport == "tls":
             host = "[%s]" % self.bind if ":" in self.bind else self.bind
             cmd = WRAPPER + [EFTD, "-L", "tls://%s:%d" % (host, self.port)] + self.args
             self.config_text = certs().config() + (self.config_text or "")
@@ -213,10 +293,14 @@ class Broker:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("eftd exited early:\n" + self.read_log())
+            # Ready when every listener answers (eftd opens them in turn).
+            where = list(zip(self.listen, self.ports)) or [((self.transport, self.bind),
+                                                           self.port)]
             try:
-                with open_socket(self.port, self.bind, timeout=1,
-                                 tls=self.transport == "tls"):
-                    return self
+                for (scheme, host), port in where:
+                    with open_socket(port, host, timeout=1, tls=scheme == "tls"):
+                        pass
+                return self
             except OSError:
                 time.sleep(0.02)
         self.kill()
@@ -410,9 +494,9 @@ class RawClient:
 
     RECV = 1 << 18
 
-    def __init__(self, port, host="127.0.0.1", timeout=5, sockopts=()):
+    def __init__(self, port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, context=None):
         self.timeout = timeout * SLOW
-        self.sock = open_socket(port, host, self.timeout, sockopts)
+        self.sock = open_socket(port, host, self.timeout, sockopts, tls=tls, context=context)
         self.buf = b""                          # received, not a complete frame yet
         self.pending = collections.deque()      # complete frames not read yet
         self.heartbeats = 0                     # EOLs seen between frames

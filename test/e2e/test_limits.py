@@ -153,6 +153,23 @@ class SmallLimitsTest(BrokerTest):
 
 class DefaultLimitsTest(BrokerTest):
 
+    def test_body_of_exactly_max_body_size_is_accepted(self):
+        """A 16 MiB body (the default max-body-size) with ordinary headers fits
+        the default frame limit (it used to be refused as a frame too large)."""
+        body = b"b" * (16 << 20)
+        sub = self.client()
+        subscribe(sub, "/queue/exact")
+        c = self.client()
+        c.send(frame("SEND", [("destination", "/queue/exact"), ("receipt", "r"),
+                              ("content-length", str(len(body))), ("x-filler", "y" * 500)], body))
+        expect_receipt(c, "r", timeout=30 * SLOW)
+        m = sub.expect("MESSAGE", timeout=30 * SLOW)
+        self.assertEqual(len(m.body), len(body))
+        self.assertEqual(m["x-filler"], "y" * 500)
+        c.send(frame("SEND", [("destination", "/queue/exact"), ("receipt", "r2"),
+                              ("content-length", str(len(body) + 1))], body + b"b"))
+        self.assertIn("max-body-size is 16777216", c.expect_error_and_close()["message"])
+
     def test_100000_headers_rejected_quickly(self):
         c = self.client()
         data = b"SEND\ndestination:/queue/many\n" + \
