@@ -10,7 +10,7 @@ address_has_prefix(const char *name, size_t len, const char *prefix, size_t plen
 }
 
 /* The kind by prefix; the name after the prefix must not be empty. */
-static bool
+static inline bool
 address_kind_of(const char *name, size_t len, enum address_kind *kind)
 {
 	if (len < 8 || name[0] != '/')
@@ -37,7 +37,8 @@ address_kind_of(const char *name, size_t len, enum address_kind *kind)
 enum address_error
 address_parse(const char *name, size_t len, bool unescaped, enum address_kind *kind)
 {
-	if (unescaped && (memchr(name, '\n', len) != NULL || memchr(name, '\r', len) != NULL))
+	if (__builtin_expect(unescaped, 0) &&
+	    (memchr(name, '\n', len) != NULL || memchr(name, '\r', len) != NULL))
 		return ADDRESS_CRLF;
 	return address_kind_of(name, len, kind) ? ADDRESS_OK : ADDRESS_UNKNOWN;
 }

@@ -315,7 +315,7 @@ conn_flush(struct conn *c)
 	}
 	if (c->state == CONN_LINGER)
 		return 0; /* shut: nothing more is written */
-	size_t left = evbuffer_get_length(c->out.buf);
+	size_t left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
 	if (left > 0) {
 		ssize_t n = transport_write(c->transport, c->out.buf);
 		if (n == TRANSPORT_ERROR) {
@@ -325,7 +325,7 @@ conn_flush(struct conn *c)
 		}
 		if (n > 0)
 			c->last_write_ms = conn_now_ms(c);
-		left = evbuffer_get_length(c->out.buf);
+		left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
 	}
 	conn_want_write(c, left > 0);
 	if (left == 0 && c->state == CONN_CLOSING) {

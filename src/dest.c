@@ -366,10 +366,11 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 		msg_unref(m);
 		return 0;
 	}
-	/* A COMMIT being applied made room beforehand. */
+	/* A COMMIT being applied made room beforehand; else make it now (the
+	 * ring is mostly big enough: check that before calling). */
 	if (d->q.reserved > 0)
 		d->q.reserved--;
-	else if (msgq_reserve(&d->q, 1) != 0)
+	else if (d->q.count + d->q.out >= d->q.cap && msgq_reserve(&d->q, 1) != 0)
 		return -1;
 	msgq_push_back(&d->q, m, false);
 	dest_dispatch(d);

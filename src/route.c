@@ -8,6 +8,17 @@
 #include "eft/session.h"
 #include "eft/temp.h"
 
+/* Producers mostly send to one destination: where the last SEND went, if
+ * name is it and it still exists, found without the hash. */
+static inline struct dest *
+route_cached(const struct session *ss, const char *name, size_t len)
+{
+	if (ss->send_cache == NULL || ss->send_cache_gen != ss->broker->dests.freed ||
+	    ss->send_cache_len != len || memcmp(ss->send_cache_name, name, len) != 0)
+		return NULL;
+	return ss->send_cache;
+}
+
 struct dest *
 route_resolve(struct session *ss, const char *name, size_t len, enum address_kind kind, int *err)
 {
@@ -17,9 +28,7 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 	switch (kind) {
 	case ADDR_QUEUE:
 	case ADDR_TOPIC:
-		/* Producers mostly send to one destination: skip the hash then. */
-		d = ss->send_cache;
-		if (d != NULL && ss->send_cache_gen == b->dests.freed && dest_is(d, name, len))
+		if ((d = route_cached(ss, name, len)) != NULL)
 			return d;
 		d = dests_find(&b->dests, name, len);
 		if (d == NULL && kind == ADDR_TOPIC)
@@ -30,6 +39,8 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 		}
 		ss->send_cache = d;
 		ss->send_cache_gen = b->dests.freed;
+		ss->send_cache_name = dest_name(d);
+		ss->send_cache_len = dest_name_len(d);
 		return d;
 	case ADDR_TEMP_QUEUE: {
 		struct temp *t = temp_get(ss, name, len);
@@ -70,8 +81,10 @@ int
 route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
     struct dest **where)
 {
-	int err;
-	struct dest *d = route_resolve(ss, name, len, kind, &err);
+	int err = 0;
+	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
+	if (d == NULL)
+		d = route_resolve(ss, name, len, kind, &err);
 	if (where != NULL)
 		*where = NULL;
 	if (err != 0)

@@ -1,11 +1,14 @@
 /* tls.c - TLS for tls:// listeners, with OpenSSL on the socket (see tls.h).
  *
- * OpenSSL is non-blocking here: SSL_accept, SSL_read and SSL_write return
- * WANT_READ or WANT_WRITE when the socket would block, and a read may need
- * the socket writable (and a write readable), so the transport keeps track of
- * what each direction waits for and arms the socket's events to match.
- * Bytes OpenSSL has decrypted but not handed out are invisible to epoll: a
- * read that leaves some behind makes the read event active again by hand. */
+ * OpenSSL is non-blocking here.  It reads from the socket itself (read-ahead,
+ * so a call takes whatever has arrived), and SSL_read returns WANT_READ when
+ * the socket has nothing; bytes OpenSSL has decrypted but not handed out are
+ * invisible to epoll, so a read that leaves some behind makes the read event
+ * active again by hand.  It writes its records into an evbuffer of ours (a
+ * BIO of our own), which is written to the socket with writev: a burst of
+ * 16 KB records costs one system call, not one each, and a write never
+ * blocks inside OpenSSL.  At most TLS_OUT_MAX of ciphertext waits there;
+ * transport_pending tells the connection about it. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -24,9 +28,13 @@
 #include "eft/transport.h"
 
 #define TLS_RECORD 16384 /* the most one record carries: one SSL_write each */
+#define TLS_READ_BUFFER (64 * 1024) /* what OpenSSL reads from the socket at once */
+#define TLS_OUT_MAX (256 * 1024) /* ciphertext gathered before more is encrypted */
+#define TLS13_SUITES "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384"
 
 struct tls_server {
 	SSL_CTX *ctx;
+	BIO_METHOD *out_method;            /* the BIO OpenSSL writes records into */
 	unsigned char staging[TLS_RECORD]; /* output gathered into one record (one thread) */
 };
 
@@ -36,9 +44,8 @@ struct tls {
 	SSL *ssl;
 	int fd;
 	struct event *rd, *wr;
+	struct evbuffer *out;      /* ciphertext written by OpenSSL, not yet by the socket */
 	bool handshaking;
-	bool handshake_wants_write;
-	bool read_wants_write;     /* the last SSL_read needs the socket writable */
 	bool write_wants_read;     /* the last SSL_write needs the socket readable */
 	bool failed;
 	bool shut;
@@ -57,18 +64,79 @@ tls_fail(struct tls *x, const char *what)
 	x->failed = true;
 }
 
-/* Arm the socket's events for what the handshake, reads and writes wait for. */
+/* ---- the BIO OpenSSL writes into ---- */
+
+static int
+tls_bio_write(BIO *b, const char *data, int len)
+{
+	struct tls *x = BIO_get_data(b);
+	BIO_clear_retry_flags(b);
+	return evbuffer_add(x->out, data, (size_t)len) == 0 ? len : -1;
+}
+
+static long
+tls_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)num;
+	(void)ptr;
+	struct tls *x = BIO_get_data(b);
+	if (cmd == BIO_CTRL_FLUSH)
+		return 1; /* tls_flush writes it */
+	if (cmd == BIO_CTRL_WPENDING)
+		return (long)evbuffer_get_length(x->out);
+	return 0;
+}
+
+static int
+tls_bio_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+static BIO_METHOD *
+tls_bio_method(void)
+{
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "eft output");
+	if (m == NULL || BIO_meth_set_write(m, tls_bio_write) != 1 ||
+	    BIO_meth_set_ctrl(m, tls_bio_ctrl) != 1 || BIO_meth_set_create(m, tls_bio_create) != 1) {
+		BIO_meth_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* ---- the socket ---- */
+
+/* Write the gathered ciphertext as far as the socket takes it: 0, or -1 if
+ * the connection is broken. */
+static int
+tls_flush(struct tls *x)
+{
+	while (evbuffer_get_length(x->out) > 0) {
+		int n = evbuffer_write(x->out, x->fd);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				break;
+			transport_fail(&x->t, "TLS write failed: %s", strerror(errno));
+			x->failed = true;
+			return -1;
+		}
+		if (n == 0)
+			break;
+	}
+	return 0;
+}
+
+/* Arm the socket's events for what is waited for: reads (the handshake,
+ * the connection, a write that needs one) and writes (ciphertext left
+ * over, or the connection's output). */
 static void
 tls_update_events(struct tls *x)
 {
-	bool r, w;
-	if (x->handshaking) {
-		r = !x->handshake_wants_write;
-		w = x->handshake_wants_write;
-	} else {
-		r = (x->t.want_read && !x->read_wants_write) || (x->t.want_write && x->write_wants_read);
-		w = (x->t.want_write && !x->write_wants_read) || (x->t.want_read && x->read_wants_write);
-	}
+	bool r = x->handshaking || x->t.want_read || (x->t.want_write && x->write_wants_read);
+	bool w = evbuffer_get_length(x->out) > 0 ||
+	    (!x->handshaking && x->t.want_write && !x->write_wants_read);
 	if (r)
 		event_add(x->rd, NULL);
 	else
@@ -85,27 +153,26 @@ tls_handshake(struct tls *x)
 	ERR_clear_error();
 	errno = 0;
 	int r = SSL_accept(x->ssl);
-	if (r == 1) {
+	int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(x->ssl, r);
+	if (tls_flush(x) != 0 || (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ)) {
+		if (!x->failed)
+			tls_fail(x, "TLS handshake failed");
+		x->failed = true;
+		/* The connection hears of it when it reads. */
+		x->t.on_readable(x->t.arg);
+		return;
+	}
+	if (e == SSL_ERROR_NONE) {
 		x->handshaking = false;
 		x->t.established = true;
-		tls_update_events(x);
 		/* Application data may have come with the handshake, and output
 		 * may be waiting (a refusal): look at both on the next turn. */
 		if (x->t.want_read)
 			event_active(x->rd, EV_READ, 1);
 		if (x->t.want_write)
 			event_active(x->wr, EV_WRITE, 1);
-		return;
 	}
-	int e = SSL_get_error(x->ssl, r);
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-		x->handshake_wants_write = e == SSL_ERROR_WANT_WRITE;
-		tls_update_events(x);
-		return;
-	}
-	tls_fail(x, "TLS handshake failed");
-	/* The connection hears of it when it reads. */
-	x->t.on_readable(x->t.arg);
+	tls_update_events(x);
 }
 
 static void
@@ -128,12 +195,24 @@ tls_write_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct tls *x = arg;
-	if (x->handshaking)
-		tls_handshake(x);
-	else if (x->read_wants_write && x->t.want_read)
-		x->t.on_readable(x->t.arg);
-	else if (x->t.want_write)
+	if (evbuffer_get_length(x->out) > 0) {
+		if (tls_flush(x) != 0) {
+			/* The connection hears of it when it writes (or reads). */
+			if (x->t.want_write)
+				x->t.on_writable(x->t.arg);
+			else if (x->t.want_read)
+				x->t.on_readable(x->t.arg);
+			return;
+		}
+		if (evbuffer_get_length(x->out) > 0 || x->handshaking) {
+			tls_update_events(x);
+			return;
+		}
+	}
+	if (x->t.want_write && !x->handshaking)
 		x->t.on_writable(x->t.arg);
+	else
+		tls_update_events(x);
 }
 
 static ssize_t
@@ -142,34 +221,38 @@ tls_read(struct transport *t, void *buf, size_t len)
 	struct tls *x = (struct tls *)t;
 	if (x->failed)
 		return TRANSPORT_ERROR;
-	if (x->handshaking)
+	if (x->handshaking || len == 0)
 		return TRANSPORT_AGAIN;
 	ERR_clear_error();
 	errno = 0;
-	int n = SSL_read(x->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
-	if (n > 0) {
-		if (x->read_wants_write) {
-			x->read_wants_write = false;
-			tls_update_events(x);
-		}
+	/* SSL_read hands out one record (16 KB at most) a call: fill the space
+	 * the connection offers from as many as are here, as read(2) would. */
+	size_t got = 0;
+	int n = 0;
+	while (got < len && (n = SSL_read(x->ssl, (char *)buf + got,
+	    len - got > INT_MAX ? INT_MAX : (int)(len - got))) > 0)
+		got += (size_t)n;
+	int e = got > 0 ? SSL_ERROR_NONE : SSL_get_error(x->ssl, n);
+	ERR_clear_error();
+	/* A read may make OpenSSL answer (a key update): send it. */
+	if (evbuffer_get_length(x->out) > 0 && tls_flush(x) != 0)
+		return TRANSPORT_ERROR;
+	if (got > 0) {
 		if (SSL_has_pending(x->ssl))
 			event_active(x->rd, EV_READ, 1);
-		return n;
+		tls_update_events(x);
+		return (ssize_t)got;
 	}
-	int e = SSL_get_error(x->ssl, n);
 	switch (e) {
 	case SSL_ERROR_WANT_READ:
 	case SSL_ERROR_WANT_WRITE:
-		if (x->read_wants_write != (e == SSL_ERROR_WANT_WRITE)) {
-			x->read_wants_write = e == SSL_ERROR_WANT_WRITE;
-			tls_update_events(x);
-		}
+		tls_update_events(x);
 		return TRANSPORT_AGAIN;
 	case SSL_ERROR_ZERO_RETURN:
-		return 0; /* close_notify */
+		return 0; /* close_notify, or an end without one (SSL_OP_IGNORE_UNEXPECTED_EOF) */
 	case SSL_ERROR_SYSCALL:
-		if (ERR_peek_error() == 0 && errno == 0)
-			return 0; /* end of stream (see SSL_OP_IGNORE_UNEXPECTED_EOF) */
+		if (errno == 0)
+			return 0;
 		/* fall through */
 	default:
 		tls_fail(x, "TLS read failed");
@@ -178,7 +261,7 @@ tls_read(struct transport *t, void *buf, size_t len)
 }
 
 static ssize_t
-tls_write(struct transport *t, struct evbuffer *out)
+tls_write(struct transport *t, struct evbuffer *plain)
 {
 	struct tls *x = (struct tls *)t;
 	ssize_t total = 0;
@@ -186,43 +269,51 @@ tls_write(struct transport *t, struct evbuffer *out)
 		return TRANSPORT_ERROR;
 	if (x->handshaking)
 		return 0; /* written once the handshake is done */
+	if (tls_flush(x) != 0)
+		return TRANSPORT_ERROR;
 	size_t len;
-	while ((len = evbuffer_get_length(out)) > 0) {
+	while ((len = evbuffer_get_length(plain)) > 0 && evbuffer_get_length(x->out) < TLS_OUT_MAX) {
 		size_t n = len < TLS_RECORD ? len : TLS_RECORD;
-		/* One record from the first chunk if it is long enough (a large
-		 * body), else gathered from several small frames. */
+		/* A record straight from the first chunk when it is most of one
+		 * (a large body, a full reservation of small frames), else
+		 * gathered from several small chunks. */
 		struct evbuffer_iovec v;
 		const void *p = x->server->staging;
-		if (evbuffer_peek(out, (ev_ssize_t)n, NULL, &v, 1) == 1 && v.iov_len >= n)
+		if (evbuffer_peek(plain, (ev_ssize_t)n, NULL, &v, 1) == 1 &&
+		    (v.iov_len >= n || v.iov_len >= TLS_RECORD / 2)) {
 			p = v.iov_base;
-		else if (evbuffer_copyout(out, x->server->staging, n) != (ev_ssize_t)n)
+			n = v.iov_len < n ? v.iov_len : n;
+		} else if (evbuffer_copyout(plain, x->server->staging, n) != (ev_ssize_t)n) {
 			goto fail;
+		}
 		ERR_clear_error();
 		errno = 0;
 		int w = SSL_write(x->ssl, p, (int)n);
 		if (w > 0) {
-			evbuffer_drain(out, (size_t)w);
+			evbuffer_drain(plain, (size_t)w);
 			total += w;
-			if (x->write_wants_read) {
-				x->write_wants_read = false;
-				tls_update_events(x);
-			}
+			x->write_wants_read = false;
 			continue;
 		}
-		int e = SSL_get_error(x->ssl, w);
-		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-			if (x->write_wants_read != (e == SSL_ERROR_WANT_READ)) {
-				x->write_wants_read = e == SSL_ERROR_WANT_READ;
-				tls_update_events(x);
-			}
+		if (SSL_get_error(x->ssl, w) == SSL_ERROR_WANT_READ) {
+			x->write_wants_read = true;
 			break;
 		}
 		goto fail;
 	}
+	if (tls_flush(x) != 0)
+		return TRANSPORT_ERROR;
+	tls_update_events(x);
 	return total;
 fail:
 	tls_fail(x, "TLS write failed");
 	return TRANSPORT_ERROR;
+}
+
+static size_t
+tls_pending(const struct transport *t)
+{
+	return evbuffer_get_length(((const struct tls *)t)->out);
 }
 
 static void
@@ -246,6 +337,7 @@ tls_close_notify(struct tls *x)
 	ERR_clear_error();
 	(void)SSL_shutdown(x->ssl);
 	ERR_clear_error();
+	(void)tls_flush(x);
 }
 
 static void
@@ -253,7 +345,9 @@ tls_shutdown(struct transport *t)
 {
 	struct tls *x = (struct tls *)t;
 	tls_close_notify(x);
-	(void)shutdown(x->fd, SHUT_WR);
+	/* The end of stream must not overtake ciphertext still waiting. */
+	if (evbuffer_get_length(x->out) == 0)
+		(void)shutdown(x->fd, SHUT_WR);
 }
 
 static void
@@ -265,7 +359,9 @@ tls_free(struct transport *t)
 		event_free(x->rd);
 	if (x->wr)
 		event_free(x->wr);
-	SSL_free(x->ssl);
+	SSL_free(x->ssl); /* and its BIOs */
+	if (x->out)
+		evbuffer_free(x->out);
 	evutil_closesocket(x->fd);
 	free(x);
 }
@@ -274,6 +370,7 @@ static const struct transport_ops tls_ops = {
 	.kind = "tls",
 	.read = tls_read,
 	.write = tls_write,
+	.pending = tls_pending,
 	.want = tls_want,
 	.shutdown = tls_shutdown,
 	.free = tls_free,
@@ -290,21 +387,32 @@ transport_tls_new(struct event_base *base, struct tls_server *s, int fd)
 	x->fd = fd;
 	x->handshaking = true;
 	evutil_make_socket_nonblocking(fd);
+	x->out = evbuffer_new();
 	x->ssl = SSL_new(s->ctx);
 	x->rd = event_new(base, fd, EV_READ | EV_PERSIST, tls_read_cb, x);
 	x->wr = event_new(base, fd, EV_WRITE | EV_PERSIST, tls_write_cb, x);
-	if (x->ssl == NULL || x->rd == NULL || x->wr == NULL || SSL_set_fd(x->ssl, fd) != 1) {
-		if (x->rd)
-			event_free(x->rd);
-		if (x->wr)
-			event_free(x->wr);
-		SSL_free(x->ssl);
-		free(x);
-		ERR_clear_error();
-		return NULL;
+	BIO *rbio = BIO_new_socket(fd, BIO_NOCLOSE), *wbio = BIO_new(s->out_method);
+	if (x->out == NULL || x->ssl == NULL || x->rd == NULL || x->wr == NULL || rbio == NULL ||
+	    wbio == NULL) {
+		BIO_free(rbio);
+		BIO_free(wbio);
+		goto fail;
 	}
+	BIO_set_data(wbio, x);
+	SSL_set_bio(x->ssl, rbio, wbio); /* the SSL owns both now */
 	event_add(x->rd, NULL); /* the client speaks first */
 	return &x->t;
+fail:
+	if (x->rd)
+		event_free(x->rd);
+	if (x->wr)
+		event_free(x->wr);
+	SSL_free(x->ssl);
+	if (x->out)
+		evbuffer_free(x->out);
+	free(x);
+	ERR_clear_error();
+	return NULL;
 }
 
 /* ---- the server context ---- */
@@ -328,6 +436,10 @@ tls_ctx_setup(SSL_CTX *ctx, const struct config *cfg, char *err, size_t errlen)
 		return tls_ctx_error(err, errlen, "tls-min-version", NULL);
 	if (SSL_CTX_set_cipher_list(ctx, cfg->tls_ciphers) != 1)
 		return tls_ctx_error(err, errlen, "tls-ciphers: no usable cipher in", cfg->tls_ciphers);
+	/* TLS 1.3: AES-128-GCM first, the fastest where AES-NI is (and as
+	 * strong as needed); ChaCha20 for clients without it. */
+	if (SSL_CTX_set_ciphersuites(ctx, TLS13_SUITES) != 1)
+		return tls_ctx_error(err, errlen, "TLS 1.3 cipher suites", NULL);
 	/* A peer that closes without close_notify has ended its stream: STOMP
 	 * frames say where they end, so no truncation goes unnoticed. */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
@@ -336,6 +448,10 @@ tls_ctx_setup(SSL_CTX *ctx, const struct config *cfg, char *err, size_t errlen)
 	 * connections give their 34 KB of OpenSSL buffers back. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 	    SSL_MODE_RELEASE_BUFFERS);
+	/* Read what the socket has, not a record header and then its body:
+	 * half the read calls (bytes left in OpenSSL: see tls_read). */
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_BUFFER);
 	errno = 0;
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1)
 		return tls_ctx_error(err, errlen, "tls-cert-file: cannot use", cfg->tls_cert_file);
@@ -383,7 +499,8 @@ tls_server_new(const struct config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	s->ctx = SSL_CTX_new(TLS_server_method());
-	if (s->ctx == NULL) {
+	s->out_method = tls_bio_method();
+	if (s->ctx == NULL || s->out_method == NULL) {
 		tls_ctx_error(err, errlen, "cannot make a TLS context", NULL);
 		goto fail;
 	}
@@ -401,5 +518,6 @@ tls_server_free(struct tls_server *s)
 	if (s == NULL)
 		return;
 	SSL_CTX_free(s->ctx);
+	BIO_meth_free(s->out_method);
 	free(s);
 }

@@ -33,6 +33,8 @@ struct session {
 	struct temp *temps;            /* temp-queues, by /temp-queue/NAME */
 	struct dest *send_cache;       /* where the last SEND went, valid while */
 	uint64_t send_cache_gen;       /* ... the broker's dests.freed is still this */
+	const char *send_cache_name;   /* its name, compared without a call */
+	size_t send_cache_len;
 };
 
 void session_init(struct session *s, struct conn *c, struct broker *b);

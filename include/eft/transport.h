@@ -34,6 +34,9 @@ struct transport_ops {
 	/* Write from the front of out, draining what went: >= 0 bytes written
 	 * (less than all when the transport is full; wait for on_writable). */
 	ssize_t (*write)(struct transport *t, struct evbuffer *out);
+	/* Bytes taken by write and not yet sent (TLS gathers records); NULL:
+	 * none ever are. */
+	size_t (*pending)(const struct transport *t);
 	/* Call on_readable / on_writable when the transport is ready that way. */
 	void (*want)(struct transport *t, bool read, bool write);
 	/* Send nothing more (FIN; TLS close_notify first).  Reading goes on. */
@@ -71,6 +74,12 @@ transport_want(struct transport *t, bool read, bool write)
 		t->want_write = write;
 		t->ops->want(t, read, write);
 	}
+}
+
+static inline size_t
+transport_pending(const struct transport *t)
+{
+	return t->ops->pending ? t->ops->pending(t) : 0;
 }
 
 static inline void
