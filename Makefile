@@ -60,11 +60,12 @@ $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD
 
 # test_oom makes allocations fail: every malloc, calloc and realloc of eft's
 # own code goes through its wrappers.
-$(BUILD)/test/test_oom: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+# (Not in LDFLAGS: make asan sets that on the command line.)
+$(BUILD)/test/test_oom: WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WRAP_ALLOC) $^ $(LDLIBS) -lcmocka -o $@
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/bench/*.d $(BUILD)/obj/tools/*.d)
 

@@ -611,9 +611,10 @@ class BrokerTest(unittest.TestCase):
 
     config = None
     args = ()
+    listen = None  # several listeners: see Broker
 
     def setUp(self):
-        self.broker = Broker(config=self.config, args=self.args).start()
+        self.broker = Broker(config=self.config, args=self.args, listen=self.listen).start()
         self.clients = []
 
     def tearDown(self):

@@ -19,10 +19,7 @@ import unittest
 
 import harness
 from clientscript import HAVE_RUBY_STOMP, HAVE_STOMP_PY, RUBY, TIMEOUT
-from harness import Broker, RawClient, SLOW, certs, expect_receipt, subscribe, wait_for
-
-HAVE_IPV6 = socket.has_ipv6
-
+from harness import RawClient, SLOW, certs, expect_receipt, subscribe, wait_for
 
 def ipv6_loopback():
     try:
@@ -56,21 +53,9 @@ def log_lines(broker, text):
 
 
 @unittest.skipIf(harness.TRANSPORT == "tls", "manages its own listeners: runs in the tcp pass")
-class TlsTest(unittest.TestCase):
-    config = None
+class TlsTest(harness.BrokerTest):
     listen = (("tcp", "127.0.0.1"), ("tls", "127.0.0.1"))
-
-    def setUp(self):
-        self.broker = Broker(config=self.config, listen=self.listen, args=["-l", "debug"]).start()
-        self.clients = []
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        rc = self.broker.stop()
-        log = self.broker.read_log()
-        os.unlink(self.broker.log_path)
-        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-3000:])
+    args = ("-l", "debug")
 
     def keep(self, c):
         self.clients.append(c)

@@ -352,7 +352,7 @@ test_bad_input_errors(void **state)
 	/* Written: the connection lingers, reading and dropping what comes,
 	 * until the client closes too. */
 	assert_int_equal(c->state, CONN_LINGER);
-	transport_mem_feed(t, "SEND\ndestination:/queue/x\n\nignored", 36);
+	feed(c, "SEND\ndestination:/queue/x\n\nignored");
 	assert_int_equal(transport_mem_unread(t), 0);
 	assert_int_equal(evbuffer_get_length(transport_mem_output(t)), 0);
 	assert_null(dests_find(&fx->b->dests, "/queue/x", 8));
