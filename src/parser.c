@@ -187,7 +187,11 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 	if (p->cap - p->len < want && p->start > 0)
 		compact(p);
 	if (p->cap - p->len < want) {
-		size_t cap = p->cap ? p->cap : PARSER_MIN_CAP;
+		/* An empty buffer gets what is asked for (a read's worth, not twice
+		 * that); a frame that outgrows its buffer doubles it. */
+		size_t cap = p->cap;
+		if (cap == 0)
+			cap = (want + PARSER_MIN_CAP - 1) / PARSER_MIN_CAP * PARSER_MIN_CAP;
 		while (cap - p->len < want)
 			cap *= 2;
 		/* Not realloc: the old block must stay readable to rebase from. */
@@ -196,14 +200,15 @@ parser_space(struct parser *p, size_t want, size_t *avail)
 			return NULL;
 		if (p->len > 0)
 			memcpy(nbuf, p->buf, p->len);
-		/* Vector loads may read past the data: let them read defined bytes. */
-		memset(nbuf + p->len, 0, cap - p->len);
 		rebase_frame(p, p->buf, nbuf);
 		free(p->buf);
 		p->buf = nbuf;
 		p->cap = cap;
 	}
-	p->buf[p->len] = '\0'; /* compaction or growth may have moved it */
+	/* The NUL sentinel, and defined bytes for vector loads that read past
+	 * the data (compaction or growth may have moved them; a commit writes
+	 * them again after what it adds). */
+	memset(p->buf + p->len, 0, 1 + PARSER_SLACK);
 	*avail = p->cap - p->len - 1 - PARSER_SLACK;
 	return p->buf + p->len;
 }
@@ -212,7 +217,7 @@ void
 parser_commit(struct parser *p, size_t n)
 {
 	p->len += n;
-	p->buf[p->len] = '\0';
+	memset(p->buf + p->len, 0, 1 + PARSER_SLACK); /* see parser_space */
 }
 
 int
