@@ -249,7 +249,8 @@ class Broker:
     def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None):
         """listen: a list of (scheme, host) for several listeners on free ports
         (self.ports, in order; self.port is the first's); else one listener
-        of the run's transport (or `transport`) on bind."""
+        of the run's transport (or `transport`) on bind.  Schemes: tcp, tls,
+        ws and wss (WebSocket, at path /ws)."""
         self.port = free_port()
         self.bind = bind
         self.config_text = config
@@ -261,9 +262,11 @@ class Broker:
         self.log_path = None
         self.config_path = None
 
-    def url(self, i=0):
+    def url(self, i=0, path="/ws"):
+        """Listener i's URL (with path for ws:// and wss://)."""
         scheme, host = self.listen[i]
-        return "%s://%s:%d" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i])
+        return "%s://%s:%d%s" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i],
+                                 path if scheme in ("ws", "wss") else "")
 
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
@@ -272,7 +275,7 @@ class Broker:
             cmd = WRAPPER + [EFTD] + self.args
             for i in range(len(self.listen)):
                 cmd += ["-L", self.url(i)]
-            if any(scheme == "tls" for scheme, _ in self.listen):
+            if any(scheme in ("tls", "wss") for scheme, _ in self.listen):
                 self.config_text = certs().config() + (self.config_text or "")
             self.transport, self.bind = self.listen[0]
         elif self.transport == "tls":
@@ -298,7 +301,7 @@ class Broker:
                                                            self.port)]
             try:
                 for (scheme, host), port in where:
-                    with open_socket(port, host, timeout=1, tls=scheme == "tls"):
+                    with open_socket(port, host, timeout=1, tls=scheme in ("tls", "wss")):
                         pass
                 return self
             except OSError:
