@@ -68,6 +68,7 @@ class Peer:
         self.bodies = {}
         self.errors = []
         self.receipts = set()
+        self.headers = {}
         self.conn = connect()
         self.conn.set_listener("peer", self)
         self.conn.connect("guest", "guest", wait=True)
@@ -76,6 +77,7 @@ class Peer:
     def on_message(self, frame):
         with self.cond:
             self.bodies.setdefault(frame.headers.get("destination"), []).append(frame.body)
+            self.headers.setdefault(frame.headers.get("destination"), []).append(frame.headers)
             self.cond.notify_all()
 
     def on_error(self, frame):
@@ -100,8 +102,8 @@ class Peer:
             if self.errors:
                 raise AssertionError("stomp.py peer got ERROR %r" % self.errors)
 
-    def send(self, dest, body):
-        self.conn.send(dest, body, content_type="text/plain;charset=utf-8")
+    def send(self, dest, body, headers=None):
+        self.conn.send(dest, body, content_type="text/plain;charset=utf-8", headers=headers)
 
     def wait(self, dest, n, timeout=WAIT):
         """The first n bodies received from dest (fails after timeout)."""
@@ -393,17 +395,24 @@ class Chromium:
             if reply.get("id") == self.next_id:
                 return reply.get("result", {}).get("result", {}).get("value")
 
-    def wait_state(self, states, timeout=WAIT):
-        """Poll #state until it is one of states; returns it."""
+    def wait_value(self, expression, pred, what, timeout=WAIT):
+        """Poll expression in the page until pred(value); returns the value."""
         deadline = time.time() + timeout
-        state = None
+        value = None
         while time.time() < deadline:
-            state = self.evaluate("document.getElementById('state').textContent")
-            if state in states:
-                return state
+            value = self.evaluate(expression)
+            if pred(value):
+                return value
             time.sleep(0.1)
-        raise AssertionError("the page's state stayed %r (wanted %s); result %r"
-                             % (state, "/".join(states), self.result_text()))
+        raise AssertionError("timed out waiting for %s: %s is %r" % (what, expression, value))
+
+    def wait_state(self, states, timeout=WAIT):
+        """Poll page.html's #state until it is one of states; returns it."""
+        try:
+            return self.wait_value("document.getElementById('state').textContent",
+                                   lambda v: v in states, "/".join(states), timeout)
+        except AssertionError as e:
+            raise AssertionError("%s; result %r" % (e, self.result_text())) from None
 
     def result_text(self):
         return self.evaluate("document.getElementById('result').textContent")
@@ -485,6 +494,53 @@ class BrowserTest(StompJsTest):
 
     def test_reconnect_after_eftd_restarts(self):
         self.skipTest("reconnection is tested with stomp.js in Node")
+
+    def test_chat_example(self):
+        self.fail_with_log(lambda: run_chat(self, self.broker.url(0), self.tcp_peer()))
+
+
+def run_chat(test, ws_url, peer_connect):
+    """tools/examples/chat.html (with stomp.js copied beside it as
+    setup-chat does, in a temporary folder) in headless Chromium: a line
+    typed in the page reaches stomp.py on /topic/chat with the sender's name,
+    and a line from stomp.py shows in the page."""
+    site = tempfile.mkdtemp(prefix="eft-chat-")
+    test.addCleanup(shutil.rmtree, site, True)
+    os.mkdir(os.path.join(site, "vendor"))
+    shutil.copy(os.path.join(harness.ROOT, "tools", "examples", "chat.html"), site)
+    shutil.copy(os.path.join(JS, "node_modules", "@stomp", "stompjs", "bundles",
+                             "stomp.umd.min.js"), os.path.join(site, "vendor"))
+    http = StaticServer(site)
+    test.addCleanup(http.close)
+    peer = Peer(peer_connect)
+    browser = None
+    try:
+        peer.subscribe("/topic/chat")
+        browser = Chromium("http://127.0.0.1:%d/chat.html?%s" % (
+            http.port, urllib.parse.urlencode({"url": ws_url, "name": "tester"})))
+        browser.wait_value("document.getElementById('status').dataset.state",
+                           lambda v: v in ("connected", "error"), "the chat to connect")
+        test.assertEqual(browser.evaluate("document.getElementById('status').dataset.state"),
+                         "connected", browser.evaluate("document.body.innerText"))
+        browser.evaluate("document.getElementById('text').value = 'hello from the browser \u2713';"
+                         "document.getElementById('send').click()")
+        test.assertEqual(peer.wait("/topic/chat", 1), ["hello from the browser \u2713"])
+        test.assertEqual(peer.headers["/topic/chat"][0].get("chat-name"), "tester")
+        peer.send("/topic/chat", "<b>hi</b> from stomp.py", headers={"chat-name": "py"})
+        lines = "Array.from(document.querySelectorAll('#log li'), li => li.textContent)"
+        got = browser.wait_value(lines, lambda v: v and len(v) >= 3, "three lines in the chat")
+        test.assertEqual(got, ["joined /topic/chat as tester",
+                               "tester: hello from the browser \u2713",
+                               "py: <b>hi</b> from stomp.py"])
+        # Text, never markup.
+        test.assertEqual(browser.evaluate("document.querySelectorAll('#log b').length"), 0)
+    except AssertionError as e:
+        raise AssertionError("%s\n--- chromium stderr ---\n%s"
+                             % (e, browser.stderr() if browser else "")) from None
+    finally:
+        if browser:
+            browser.close()
+        peer.close()
 
 
 if __name__ == "__main__":
