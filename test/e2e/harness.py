@@ -249,8 +249,7 @@ class Broker:
     def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None):
         """listen: a list of (scheme, host) for several listeners on free ports
         (self.ports, in order; self.port is the first's); else one listener
-        of the run's transport (or `transport`) on bind.  Schemes: tcp, tls,
-        ws and wss (WebSocket, at path /ws)."""
+        of the run's transport (or `transport`) on bind."""
         self.port = free_port()
         self.bind = bind
         self.config_text = config
@@ -262,11 +261,11 @@ class Broker:
         self.log_path = None
         self.config_path = None
 
-    def url(self, i=0, path="/ws"):
-        """Listener i's URL (with path for ws:// and wss://)."""
+    def url(self, i=0):
+        """The i-th listener's URL; ws:// and wss:// ones end in /ws."""
         scheme, host = self.listen[i]
         return "%s://%s:%d%s" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i],
-                                 path if scheme in ("ws", "wss") else "")
+                                 "/ws" if scheme in ("ws", "wss") else "")
 
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
