@@ -632,6 +632,10 @@ class EftBenchWsFake(unittest.TestCase):
         self.assertIn("apply with --ws only", err)
         rc, out, err = bench("sendrecv", "--ws", "--ws-path", "ws")
         self.assertEqual(rc, 2, err)
+        rc, out, err = bench("--help")
+        self.assertEqual(rc, 0)
+        for opt in ("--ws ", "--ws-path PATH", "--ws-binary", "wss"):
+            self.assertIn(opt, out)
 
 
 class BenchScript(unittest.TestCase):
@@ -1009,6 +1013,125 @@ class EftBenchTlsUsage(unittest.TestCase):
         self.assertEqual(rc, 0)
         for opt in ("--tls", "--ca FILE", "--insecure", "--sni NAME", "transport"):
             self.assertIn(opt, out)
+
+
+
+# ---------------------------------------------------------------- WebSocket against eftd
+
+def eftd_speaks_ws():
+    """This eftd has ws:// listeners (its --help names them)."""
+    try:
+        p = subprocess.run([harness.EFTD, "--help"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"ws://" in p.stdout
+
+
+class EftBenchWsNotWs(BrokerTest):
+    """--ws against a port that does not speak WebSocket (eftd's plain STOMP
+    port): exit 1 within --timeout and a bit, no row, one line naming host,
+    port and path and asking whether the port is a WebSocket one."""
+
+    def test_plain_port_fails_in_one_line(self):
+        for extra in ((), ("--csv",), ("--json",)):
+            t0 = time.monotonic()
+            rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 10, "-t", 1, "--ws",
+                                 *extra, timeout=15)
+            elapsed = time.monotonic() - t0
+            what = "exit %d after %.1f s\nstdout: %r\nstderr: %r" % (rc, elapsed, out, err)
+            self.assertEqual((rc, out), (1, ""), what)
+            self.assertEqual(len(err.splitlines()), 1, what)
+            self.assertIn("WebSocket handshake with 127.0.0.1 port %d (GET /ws)"
+                          % self.broker.port, err)
+            self.assertIn("WebSocket one?", err)
+            self.assertLess(elapsed, 5 * SLOW, what)
+
+
+@unittest.skipUnless(eftd_speaks_ws(), "this eftd has no ws:// listener yet")
+@unittest.skipIf(TLS_TOOLS_MISSING, "wss tests need %s (tools/install-deps test installs them)"
+                 % " and ".join(TLS_TOOLS_MISSING))
+class EftBenchWs(BrokerTest):
+    """Every mode over eftd's ws:// listener, and over wss:// (socat
+    terminating TLS in front of it), every message checked; the transport
+    column says ws or wss."""
+
+    listen = [("ws", "127.0.0.1")]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tempfile.mkdtemp(prefix="eft-bench-ws-")
+        try:
+            make_certs(cls.certs)
+        except Exception:
+            shutil.rmtree(cls.certs, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.certs, ignore_errors=True)
+
+    def wss_port(self):
+        s = Socat(os.path.join(self.certs, "server.pem"), os.path.join(self.certs, "server.key"),
+                  self.broker.port)
+        self.addCleanup(s.stop)
+        return s.port
+
+    def run_mode(self, mode, *args, tls=False):
+        port = self.wss_port() if tls else self.broker.port
+        extra = ["--tls", "--ca", os.path.join(self.certs, "ca.pem")] if tls else []
+        rc, out, err = bench(mode, "-p", port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW, "--ws",
+                             "--csv", *extra, *args)
+        self.assertEqual(rc, 0, "eft-bench %s --ws%s: exit %d\n%s\n%s"
+                         % (mode, " --tls" if tls else "", rc, out, err))
+        (r,) = parse_csv(self, out)
+        self.assertEqual((r["mode"], r["port"], r["count"]), (mode, port, N))
+        self.assertTrue(r["server"].startswith("eft/"), r["server"])
+        self.assertEqual((r["complete"], r["error"], r["transport"]),
+                         (1, "", "wss" if tls else "ws"))
+        for col in CHECKS:
+            self.assertEqual(r[col], 0, col)
+        return r
+
+    def test_sendrecv(self):
+        r = self.run_mode("sendrecv")
+        self.assertEqual(r["delivered"], N)
+        self.assertAlmostEqual(r["total_s"], r["send_s"] + r["recv_s"], delta=2e-6)
+
+    def test_sendrecv_sizes_and_binary(self):
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 200, "--sizes",
+                             "64,1000,70000,1m", "-t", 10 * SLOW, "--ws", "--ws-binary", "--csv",
+                             "--ack", "client-individual", timeout=60)
+        self.assertEqual(rc, 0, out + err)
+        rows = parse_csv(self, out)
+        self.assertEqual([(r["delivered"], r["complete"]) for r in rows], [(200, 1)] * 4)
+
+    def test_stream(self):
+        r = self.run_mode("stream", "-s", 256)
+        self.assertEqual(r["delivered"], N)
+        self.assertIsNotNone(r["lat_p50_us"])
+
+    def test_rpc(self):
+        r = self.run_mode("rpc", "-c", 2, "--inflight", 4)
+        self.assertEqual((r["delivered"], r["conns"]), (N, 3))
+
+    def test_fanout(self):
+        self.assertEqual(self.run_mode("fanout", "-k", 3)["delivered"], 3 * N)
+
+    def test_every_mode_over_wss(self):
+        self.assertEqual(self.run_mode("sendrecv", tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("stream", tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("rpc", "-c", 2, tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("fanout", "-k", 2, tls=True)["delivered"], 2 * N)
+
+    def test_wrong_path_fails_in_one_line(self):
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 10, "-t", 2, "--ws",
+                             "--ws-path", "/not-the-path", timeout=15)
+        what = "exit %d\nstdout: %r\nstderr: %r" % (rc, out, err)
+        self.assertEqual((rc, out), (1, ""), what)
+        self.assertEqual(len(err.splitlines()), 1, what)
+        self.assertIn("WebSocket handshake with 127.0.0.1 port %d (GET /not-the-path)"
+                      % self.broker.port, err)
 
 
 if __name__ == "__main__":
