@@ -602,7 +602,7 @@ class EftBenchWsFake(unittest.TestCase):
             rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 20, "-t", 3, "--ws",
                                  "--ws-binary", "--ws-path", "/stomp/x", "-q", timeout=30)
         self.assertEqual(rc, 0, out + err)
-        self.assertIn("over WebSocket (ws) (fake/1.0)", out)
+        self.assertIn("port %d over WebSocket (fake/1.0)" % fake.port, out)
         (ws,) = fake.ws_socks
         self.assertTrue(ws.request.startswith(b"GET /stomp/x HTTP/1.1\r\n"), ws.request)
         self.assertEqual(ws.problems, [])

@@ -196,7 +196,7 @@ static const char *
 transport_text(const struct opts *o)
 {
 	if (o->ws)
-		return o->tls ? "WebSocket over TLS (wss)" : "WebSocket (ws)";
+		return o->tls ? "WebSocket/TLS" : "WebSocket";
 	return o->tls ? "TLS" : "TCP";
 }
 
