@@ -271,7 +271,7 @@ broker_listen(struct broker *b, char *err, size_t errlen)
 	struct listener **tail = &b->listeners;
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		const struct config_listen *where = &cfg->listen[i];
-		bool tls = strcmp(where->scheme, "tls") == 0;
+		bool tls = strcmp(where->scheme, "tls") == 0 || strcmp(where->scheme, "wss") == 0;
 		if (tls && b->tls == NULL && (b->tls = tls_server_new(cfg, err, errlen)) == NULL)
 			return -1;
 		struct listener *l = listener_open(b, where, tls ? b->tls : NULL, err, errlen);

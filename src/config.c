@@ -13,7 +13,7 @@
 #include "eft/config.h"
 
 enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_LISTEN, T_TLS_VERSION,
-	T_STRING };
+	T_STRING, T_WS_FRAME };
 
 struct key_def {
 	const char *name;
@@ -60,6 +60,8 @@ static const struct key_def keys[CFG_NKEYS] = {
 	KEY(CFG_TLS_VERIFY_CLIENT, "tls-verify-client", T_BOOL, tls_verify_client, 0, 0, false),
 	KEY(CFG_TLS_MIN_VERSION, "tls-min-version", T_TLS_VERSION, tls_min_version, 0, 0, false),
 	KEY(CFG_TLS_CIPHERS, "tls-ciphers", T_STRING, tls_ciphers, 0, 0, false),
+	KEY(CFG_WS_ALLOWED_ORIGINS, "ws-allowed-origins", T_STRING, ws_allowed_origins, 0, 0, false),
+	KEY(CFG_WS_FRAME, "ws-frame", T_WS_FRAME, ws_frame, 0, 0, false),
 };
 
 /* Strong TLS 1.2 suites with forward secrecy (TLS 1.3 suites are OpenSSL's). */
@@ -99,6 +101,7 @@ config_defaults(struct config *cfg)
 	cfg->allow_anonymous = true;
 	snprintf(cfg->tls_min_version, sizeof(cfg->tls_min_version), "1.2");
 	snprintf(cfg->tls_ciphers, sizeof(cfg->tls_ciphers), "%s", DEFAULT_TLS_CIPHERS);
+	snprintf(cfg->ws_frame, sizeof(cfg->ws_frame), "text");
 }
 
 static int
@@ -133,26 +136,36 @@ find_key(const char *name)
 	return -1;
 }
 
-/* scheme://HOST:PORT into out; -1 with a reason. */
+/* scheme://HOST:PORT[/PATH] into out (a path only for ws and wss); -1 with
+ * a reason. */
 static int
 parse_listen(const char *value, struct config_listen *out, char *err, size_t errlen)
 {
-	static const char *const schemes[] = { "tcp", "tls" };
+	static const char *const schemes[] = { "tcp", "tls", "ws", "wss" };
 	const char *sep = strstr(value, "://");
 	size_t slen = sep ? (size_t)(sep - value) : 0;
 	bool known = false;
 	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
 		known |= slen == strlen(schemes[i]) && memcmp(value, schemes[i], slen) == 0;
 	if (!known) {
-		snprintf(err, errlen, "listen: '%s' does not start with tcp:// or tls://", value);
+		snprintf(err, errlen, "listen: '%s' does not start with tcp://, tls://, ws:// or wss://",
+		    value);
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
 	memcpy(out->scheme, value, slen);
+	bool ws = out->scheme[0] == 'w';
 	const char *host = sep + 3, *colon;
+	/* The authority ends at the path (after an IPv6 address's bracket). */
+	const char *slash = strchr(*host == '[' && strchr(host, ']') ? strchr(host, ']') : host, '/');
+	const char *end = slash ? slash : host + strlen(host);
 	size_t hlen;
+	if (slash != NULL && !ws) {
+		snprintf(err, errlen, "listen: '%s': only ws:// and wss:// listeners have a path", value);
+		return -1;
+	}
 	if (*host == '[') {
-		const char *close = strchr(host, ']');
+		const char *close = memchr(host, ']', (size_t)(end - host));
 		if (close == NULL || close[1] != ':') {
 			snprintf(err, errlen, "listen: '%s': an IPv6 address is written [ADDR]:PORT",
 			    value);
@@ -162,7 +175,10 @@ parse_listen(const char *value, struct config_listen *out, char *err, size_t err
 		hlen = (size_t)(close - host);
 		colon = close + 1;
 	} else {
-		colon = strrchr(host, ':');
+		colon = NULL;
+		for (const char *q = host; q < end; q++)
+			if (*q == ':')
+				colon = q;
 		hlen = colon ? (size_t)(colon - host) : 0;
 		if (colon != NULL && memchr(host, ':', hlen) != NULL) {
 			snprintf(err, errlen, "listen: '%s': write an IPv6 address in brackets, "
@@ -170,19 +186,28 @@ parse_listen(const char *value, struct config_listen *out, char *err, size_t err
 			return -1;
 		}
 	}
+	char portbuf[8];
+	size_t plen = colon ? (size_t)(end - colon - 1) : 0;
 	uint64_t port;
-	if (colon == NULL || hlen == 0 || hlen >= sizeof(out->host) ||
-	    parse_size(colon + 1, 0, 65535, &port) != 0) {
-		snprintf(err, errlen, "listen: '%s' is not %s://HOST:PORT (PORT 0-65535)", value,
-		    out->scheme);
+	if (colon == NULL || hlen == 0 || hlen >= sizeof(out->host) || plen == 0 ||
+	    plen >= sizeof(portbuf) || (memcpy(portbuf, colon + 1, plen), portbuf[plen] = '\0',
+	    parse_size(portbuf, 0, 65535, &port)) != 0) {
+		snprintf(err, errlen, "listen: '%s' is not %s://HOST:PORT%s (PORT 0-65535)", value,
+		    out->scheme, ws ? "[/PATH]" : "");
 		return -1;
 	}
-	if (strlen(value) >= sizeof(out->url)) {
+	if (strlen(value) >= sizeof(out->url) || (slash && strlen(slash) >= sizeof(out->path))) {
 		snprintf(err, errlen, "listen: URL too long");
+		return -1;
+	}
+	if (slash != NULL && strpbrk(slash, " ?#\t") != NULL) {
+		snprintf(err, errlen, "listen: '%s': the path may not hold a space, '?' or '#'", value);
 		return -1;
 	}
 	memcpy(out->host, host, hlen);
 	out->port = (uint16_t)port;
+	if (ws)
+		snprintf(out->path, sizeof(out->path), "%s", slash ? slash : "/ws");
 	snprintf(out->url, sizeof(out->url), "%s", value);
 	return 0;
 }
@@ -239,6 +264,13 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 			return -1;
 		}
 		snprintf(field, k->size, "%s", value);
+		return 0;
+	case T_WS_FRAME:
+		if (strcmp(value, "text") != 0 && strcmp(value, "binary") != 0) {
+			snprintf(err, errlen, "%s: '%s' is not text or binary", k->name, value);
+			return -1;
+		}
+		snprintf(field, sizeof(cfg->ws_frame), "%s", value);
 		return 0;
 	case T_TLS_VERSION:
 		if (strcmp(value, "1.2") != 0 && strcmp(value, "1.3") != 0) {
@@ -469,12 +501,13 @@ config_check(struct config *cfg, char *err, size_t errlen)
 			snprintf(l->host, sizeof(l->host), "%.*s", (int)(n > 2 ? n - 2 : 0), cfg->bind + 1);
 		}
 	}
-	bool tls = false;
+	const char *tls = NULL;
 	for (size_t i = 0; i < cfg->nlisten; i++)
-		tls |= strcmp(cfg->listen[i].scheme, "tls") == 0;
+		if (strcmp(cfg->listen[i].scheme, "tls") == 0 || strcmp(cfg->listen[i].scheme, "wss") == 0)
+			tls = cfg->listen[i].scheme;
 	if (tls && (cfg->tls_cert_file[0] == '\0' || cfg->tls_key_file[0] == '\0')) {
-		snprintf(err, errlen, "%s%sa tls:// listener needs tls-cert-file and tls-key-file",
-		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "");
+		snprintf(err, errlen, "%s%sa %s:// listener needs tls-cert-file and tls-key-file",
+		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "", tls);
 		return -1;
 	}
 	if (cfg->tls_verify_client && cfg->tls_ca_file[0] == '\0') {

@@ -398,10 +398,26 @@ conn_readable(void *arg)
 		parser_commit(&c->parser, (size_t)n);
 		c->last_read_ms = conn_now_ms(c);
 		conn_process(c);
+		/* A WebSocket client that drops the NUL of a message's last frame
+		 * (React Native): its content-length says the frame is whole. */
+		if (c->transport->unterminated_end && !conn_is_closing(c) &&
+		    parser_awaits_nul(&c->parser)) {
+			if (parser_feed(&c->parser, "", 1) != 0) {
+				log_error("%s: out of memory reading", c->peer);
+				conn_free(c);
+				return;
+			}
+			conn_process(c);
+		}
 		return;
 	}
 	if (n == TRANSPORT_AGAIN) {
 		parser_trim(&c->parser); /* an idle connection holds no buffer */
+		return;
+	}
+	if (n == TRANSPORT_CLOSE) {
+		log_info("%s: %s", c->peer, transport_error(c->transport));
+		conn_close_after_flush(c);
 		return;
 	}
 	if (n == 0)

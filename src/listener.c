@@ -18,6 +18,7 @@
 #include "eft/log.h"
 #include "eft/tls.h"
 #include "eft/transport.h"
+#include "eft/ws.h"
 
 #define REFUSING_MAX 64 /* refused connections lingering at once */
 
@@ -43,9 +44,11 @@ listener_peer_name(const struct listener *l, const struct sockaddr *sa, char *ou
 static struct transport *
 listener_transport(struct listener *l, int fd)
 {
-	if (l->tls != NULL)
-		return transport_tls_new(l->broker->base, l->tls, fd);
-	return transport_tcp_new(l->broker->base, fd);
+	struct transport *t = l->tls != NULL ? transport_tls_new(l->broker->base, l->tls, fd) :
+	    transport_tcp_new(l->broker->base, fd);
+	if (t == NULL || !l->ws)
+		return t;
+	return transport_ws_new(l->broker->base, &l->ws_server, t, l->where.scheme);
 }
 
 /* Past max-connections: refuse cleanly and keep serving the others; say so
@@ -58,6 +61,15 @@ listener_refuse(struct listener *l, int fd, const char *peer)
 	static const char full[] = "ERROR\nmessage:too many connections\n\n";
 	if (b->refused++ == 0)
 		log_warn("connection limit (%zu) reached: refusing new connections", b->max_conns);
+	/* Before its upgrade a WebSocket client cannot read a STOMP ERROR. */
+	if (l->ws) {
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+		    "Connection: close\r\n\r\n";
+		if (l->tls == NULL)
+			(void)send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		evutil_closesocket(fd);
+		return;
+	}
 	if (b->refusing < REFUSING_MAX) {
 		struct transport *t = listener_transport(l, fd);
 		struct conn *c = t ? conn_new(b, t, peer) : NULL;
@@ -165,6 +177,14 @@ listener_open(struct broker *b, const struct config_listen *where, struct tls_se
 	l->broker = b;
 	l->where = *where;
 	l->tls = tls;
+	if (where->scheme[0] == 'w') {
+		const struct config *cfg = b->cfg;
+		l->ws = true;
+		snprintf(l->ws_server.path, sizeof(l->ws_server.path), "%s", where->path);
+		l->ws_server.origins = cfg->ws_allowed_origins;
+		l->ws_server.binary = strcmp(cfg->ws_frame, "binary") == 0;
+		l->ws_server.max_message = cfg->max_frame_size;
+	}
 	snprintf(port, sizeof(port), "%u", where->port);
 	int rc = getaddrinfo(where->host, port, &hints, &ai);
 	if (rc != 0) {

@@ -236,9 +236,9 @@ main(int argc, char **argv)
 	log_info("eft %s (libevent %s, %s, %s)", EFT_VERSION, event_get_version(),
 	    event_base_get_method(base), OpenSSL_version(OPENSSL_VERSION));
 	for (const struct listener *l = b->listeners; l != NULL; l = l->next)
-		log_info("listening on %s://%s%s%s:%u", l->where.scheme,
+		log_info("listening on %s://%s%s%s:%u%s", l->where.scheme,
 		    strchr(l->where.host, ':') ? "[" : "", l->where.host,
-		    strchr(l->where.host, ':') ? "]" : "", l->port);
+		    strchr(l->where.host, ':') ? "]" : "", l->port, l->where.path);
 	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
 	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (event_base_dispatch(base) < 0) {

@@ -133,6 +133,12 @@ parser_error(const struct parser *p)
 }
 
 int
+parser_awaits_nul(const struct parser *p)
+{
+	return p->state == PARSER_BODY && p->has_length && p->len == p->body_end;
+}
+
+int
 parser_mid_frame(const struct parser *p)
 {
 	return p->state == PARSER_HEADERS || p->state == PARSER_BODY;

@@ -40,6 +40,8 @@ enum config_key {
 	CFG_TLS_VERIFY_CLIENT,
 	CFG_TLS_MIN_VERSION,
 	CFG_TLS_CIPHERS,
+	CFG_WS_ALLOWED_ORIGINS,
+	CFG_WS_FRAME,
 	CFG_NKEYS
 };
 
@@ -47,9 +49,10 @@ enum config_key {
 
 /* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
 struct config_listen {
-	char scheme[8];            /* "tcp" or "tls" */
+	char scheme[8];            /* "tcp", "tls", "ws" or "wss" */
 	char host[256];            /* without the brackets */
 	uint16_t port;             /* 0: the system picks one */
+	char path[256];            /* ws, wss: the request path (default /ws); else "" */
 	char url[300];             /* as written */
 };
 
@@ -88,6 +91,8 @@ struct config {
 	bool tls_verify_client;       /* refuse clients without a certificate from tls_ca_file */
 	char tls_min_version[8];      /* "1.2" or "1.3" */
 	char tls_ciphers[512];        /* OpenSSL cipher list for TLS 1.2 */
+	char ws_allowed_origins[2048]; /* Origin values accepted, comma or space separated; "": any */
+	char ws_frame[8];             /* "text" or "binary": the kind of WebSocket message sent */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */
 };

@@ -1,5 +1,5 @@
 /* listener.h - where eftd accepts connections: one listener per `listen`
- * URL, each with its address and its transport (tcp, tls).  A listener owns
+ * URL, each with its address and its transport (tcp, tls, ws, wss).  A listener owns
  * binding and accepting; what it accepts becomes a connection on the
  * listener's transport, or, past max-connections, a refusal. */
 #ifndef EFT_LISTENER_H
@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "eft/config.h"
+#include "eft/ws.h"
 
 struct broker;
 struct evconnlistener;
@@ -18,7 +19,9 @@ struct listener {
 	struct listener *next;          /* broker->listeners */
 	struct broker *broker;
 	struct config_listen where;
-	struct tls_server *tls;         /* tls://: the server context (the broker's) */
+	struct tls_server *tls;         /* tls://, wss://: the server context (the broker's) */
+	bool ws;                        /* ws://, wss://: WebSocket over the above */
+	struct ws_server ws_server;     /* ws://, wss://: path and ws-* settings */
 	struct evconnlistener *ev;
 	struct event *relisten_ev;      /* accepting again after EMFILE */
 	unsigned port;                  /* the port bound (where.port may be 0) */

@@ -58,6 +58,9 @@ const char *parser_error(const struct parser *p);
 /* After PARSE_ERROR: the lines of the bad frame parsed before the error
  * (command and headers, no body), or NULL. */
 const struct frame *parser_failed_frame(const struct parser *p);
+/* True when all of a frame's body (by its content-length) has come but not
+ * the NUL that ends it. */
+int parser_awaits_nul(const struct parser *p);
 /* True when a frame has been started but not finished. */
 int parser_mid_frame(const struct parser *p);
 /* Release the buffer when nothing is pending (idle connections hold no memory). */

@@ -24,11 +24,16 @@ struct transport;
 /* transport_read and transport_write return a byte count, or one of these. */
 #define TRANSPORT_AGAIN (-2)  /* nothing now: wait for the callback */
 #define TRANSPORT_ERROR (-1)  /* broken: transport_error() says why */
+/* read: the transport ended the connection itself (a refused WebSocket
+ * upgrade, a WebSocket close); transport_error() says why.  What it has
+ * queued (an HTTP status, a close frame) is written by the connection's
+ * closing flush, as its own output is. */
+#define TRANSPORT_CLOSE (-3)
 
 typedef void (*transport_cb)(void *arg);
 
 struct transport_ops {
-	const char *kind;  /* "tcp", "tls", "mem": names the listener in logs */
+	const char *kind;  /* "tcp", "tls", "ws", "wss", "mem": names the listener in logs */
 	/* Up to len bytes into buf: > 0 read, 0 the peer ended the stream. */
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	/* Write from the front of out, draining what went: >= 0 bytes written
@@ -50,6 +55,9 @@ struct transport {
 	void *arg;                 /* passed to the callbacks: the connection */
 	bool want_read, want_write;
 	bool established;          /* can carry STOMP bytes (a TLS handshake is done) */
+	/* The bytes the last read returned end a WebSocket message whose last
+	 * byte was not a NUL or an EOL (a client that drops a frame's NUL). */
+	bool unterminated_end;
 	char error[160];           /* why the last call returned TRANSPORT_ERROR */
 };
 

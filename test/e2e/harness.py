@@ -262,8 +262,10 @@ class Broker:
         self.config_path = None
 
     def url(self, i=0):
+        """The i-th listener's URL; ws:// and wss:// ones end in /ws."""
         scheme, host = self.listen[i]
-        return "%s://%s:%d" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i])
+        return "%s://%s:%d%s" % (scheme, "[%s]" % host if ":" in host else host, self.ports[i],
+                                 "/ws" if scheme in ("ws", "wss") else "")
 
     def start(self):
         fd, self.log_path = tempfile.mkstemp(prefix="eftd-", suffix=".log")
@@ -272,7 +274,7 @@ class Broker:
             cmd = WRAPPER + [EFTD] + self.args
             for i in range(len(self.listen)):
                 cmd += ["-L", self.url(i)]
-            if any(scheme == "tls" for scheme, _ in self.listen):
+            if any(scheme in ("tls", "wss") for scheme, _ in self.listen):
                 self.config_text = certs().config() + (self.config_text or "")
             self.transport, self.bind = self.listen[0]
         elif self.transport == "tls":
@@ -298,7 +300,7 @@ class Broker:
                                                            self.port)]
             try:
                 for (scheme, host), port in where:
-                    with open_socket(port, host, timeout=1, tls=scheme == "tls"):
+                    with open_socket(port, host, timeout=1, tls=scheme in ("tls", "wss")):
                         pass
                 return self
             except OSError:

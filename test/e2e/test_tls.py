@@ -375,8 +375,11 @@ class TlsStartupTest(unittest.TestCase):
         self.assertIn("tls-ca-file", line)
 
     def test_bad_listen_urls(self):
-        for url, needle in (("http://127.0.0.1:1", "tcp:// or tls://"),
+        for url, needle in (("http://127.0.0.1:1", "tcp://, tls://, ws:// or wss://"),
                             ("tcp://127.0.0.1", "HOST:PORT"),
+                            ("tcp://127.0.0.1:5000/ws", "only ws:// and wss://"),
+                            ("ws://127.0.0.1:5000/a b", "path"),
+                            ("ws://127.0.0.1/ws", "HOST:PORT[/PATH]"),
                             ("tcp://::1:5000", "brackets"),
                             ("tcp://127.0.0.1:70000", "PORT")):
             with self.subTest(url=url):
