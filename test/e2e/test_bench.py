@@ -1018,16 +1018,6 @@ class EftBenchTlsUsage(unittest.TestCase):
 
 # ---------------------------------------------------------------- WebSocket against eftd
 
-def eftd_speaks_ws():
-    """This eftd has ws:// listeners (its --help names them)."""
-    try:
-        p = subprocess.run([harness.EFTD, "--help"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return b"ws://" in p.stdout
-
-
 class EftBenchWsNotWs(BrokerTest):
     """--ws against a port that does not speak WebSocket (eftd's plain STOMP
     port): exit 1 within --timeout and a bit, no row, one line naming host,
@@ -1048,38 +1038,15 @@ class EftBenchWsNotWs(BrokerTest):
             self.assertLess(elapsed, 5 * SLOW, what)
 
 
-@unittest.skipUnless(eftd_speaks_ws(), "this eftd has no ws:// listener yet")
-@unittest.skipIf(TLS_TOOLS_MISSING, "wss tests need %s (tools/install-deps test installs them)"
-                 % " and ".join(TLS_TOOLS_MISSING))
 class EftBenchWs(BrokerTest):
-    """Every mode over eftd's ws:// listener, and over wss:// (socat
-    terminating TLS in front of it), every message checked; the transport
-    column says ws or wss."""
+    """Every mode over eftd's ws:// listener, and over its wss:// one, every
+    message checked; the transport column says ws or wss."""
 
-    listen = [("ws", "127.0.0.1")]
-
-    @classmethod
-    def setUpClass(cls):
-        cls.certs = tempfile.mkdtemp(prefix="eft-bench-ws-")
-        try:
-            make_certs(cls.certs)
-        except Exception:
-            shutil.rmtree(cls.certs, ignore_errors=True)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.certs, ignore_errors=True)
-
-    def wss_port(self):
-        s = Socat(os.path.join(self.certs, "server.pem"), os.path.join(self.certs, "server.key"),
-                  self.broker.port)
-        self.addCleanup(s.stop)
-        return s.port
+    listen = [("ws", "127.0.0.1"), ("wss", "127.0.0.1")]
 
     def run_mode(self, mode, *args, tls=False):
-        port = self.wss_port() if tls else self.broker.port
-        extra = ["--tls", "--ca", os.path.join(self.certs, "ca.pem")] if tls else []
+        port = self.broker.ports[1] if tls else self.broker.port
+        extra = ["--tls", "--ca", harness.certs().ca] if tls else []
         rc, out, err = bench(mode, "-p", port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW, "--ws",
                              "--csv", *extra, *args)
         self.assertEqual(rc, 0, "eft-bench %s --ws%s: exit %d\n%s\n%s"
