@@ -2,9 +2,13 @@
 output, and that it fails loudly when a (fake) broker loses, duplicates,
 reorders or corrupts a message or sends an ERROR.  --tls is tested through
 socat, which terminates TLS in front of a plain eftd, with certificates made
-for the test by the openssl command."""
+for the test by the openssl command.  --ws is tested against a fake
+WebSocket broker that cuts its STOMP bytes into messages in several ways,
+and against eftd's own ws:// listener when this eftd has one."""
 
+import base64
 import csv
+import hashlib
 import io
 import json
 import os
@@ -210,8 +214,16 @@ class FakeBroker:
     has had its way with the list of (destination, body).  error: answer the
     first SEND with an ERROR frame carrying that message, then close."""
 
-    def __init__(self, tamper=None, error=None, connections=None):
+    def __init__(self, tamper=None, error=None, connections=None, ws=None, ws_accept=None,
+                 ws_opcode=1):
+        """ws: speak WebSocket (see WsSock for the styles); ws_accept: the
+        Sec-WebSocket-Accept to answer with instead of the right one;
+        ws_opcode: the one eft-bench's messages must have (1 text, 2 binary)."""
+        self.ws_opcode = ws_opcode
         self.tamper = tamper or (lambda msgs: msgs)
+        self.ws = ws
+        self.ws_accept = ws_accept
+        self.ws_socks = []
         self.error = error
         self.connections = connections     # stop listening after this many accepts
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -255,6 +267,11 @@ class FakeBroker:
 
     def serve(self, sock):
         try:
+            if self.ws is not None:
+                sock = WsSock(sock, self.ws, self.ws_opcode)
+                self.ws_socks.append(sock)
+                if not sock.handshake(self.ws_accept):
+                    return
             self.serve_frames(sock)
         except Exception as e:          # noqa: BLE001 - reported by the test
             self.failures.append(repr(e))
@@ -309,6 +326,141 @@ class FakeBroker:
         if out:
             sock.sendall(out)
         return f.command != "DISCONNECT"
+
+
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_frame(opcode, payload, fin=True):
+    """A server's WebSocket frame: not masked."""
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | opcode
+    if n < 126:
+        head = bytes([b0, n])
+    elif n < 65536:
+        head = bytes([b0, 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([b0, 127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
+class WsSock:
+    """The server side of a WebSocket, to FakeBroker a socket of STOMP bytes.
+
+    recv() returns the payload of the client's data messages, after checking
+    that each is masked, of the expected opcode, and holds exactly one
+    STOMP frame (problems collects what was wrong); pongs collects the
+    payloads of the client's pongs.  sendall() sends STOMP bytes as `style`
+    says: "per-frame" (one binary message per STOMP frame, as RabbitMQ
+    does), "together" (a ping, a heart-beat message, then everything in one
+    text message), "split" (text messages of 777 bytes, cutting STOMP frames
+    anywhere) or "fragmented" (one message in 500-byte frames with a ping
+    between the first two)."""
+
+    PING = b"are you there"
+
+    def __init__(self, sock, style, opcode=1):
+        self.sock = sock
+        self.style = style
+        self.opcode = opcode
+        self.raw = b""
+        self.pongs = []
+        self.problems = []
+        self.request = b""
+
+    def settimeout(self, t):
+        self.sock.settimeout(t)
+
+    def close(self):
+        self.sock.close()
+
+    def handshake(self, accept=None):
+        """Read the Upgrade request and answer 101; False when the client
+        went away first."""
+        self.sock.settimeout(5 * SLOW)
+        while b"\r\n\r\n" not in self.raw:
+            data = self.sock.recv(65536)
+            if not data:
+                return False
+            self.raw += data
+        head, _, self.raw = self.raw.partition(b"\r\n\r\n")
+        self.request = head
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        key = headers.get("sec-websocket-key", "")
+        if accept is None:
+            accept = base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
+        self.sock.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
+                           "Sec-WebSocket-Protocol: v12.stomp\r\n\r\n" % accept).encode())
+        return True
+
+    def frames(self):
+        """Take the complete client frames off self.raw: (opcode, payload)."""
+        out = []
+        while len(self.raw) >= 2:
+            b0, b1 = self.raw[0], self.raw[1]
+            n, pos = b1 & 0x7F, 2
+            if n == 126:
+                n, pos = int.from_bytes(self.raw[2:4], "big"), 4
+            elif n == 127:
+                n, pos = int.from_bytes(self.raw[2:10], "big"), 10
+            if not b1 & 0x80:
+                self.problems.append("an unmasked frame")
+                raise ConnectionError("unmasked client frame")
+            if len(self.raw) < pos + 4 + n:
+                break
+            mask = self.raw[pos:pos + 4]
+            data = bytes(c ^ mask[i % 4] for i, c in enumerate(self.raw[pos + 4:pos + 4 + n]))
+            if not b0 & 0x80:
+                self.problems.append("a fragmented message")
+            out.append((b0 & 0x0F, data))
+            self.raw = self.raw[pos + 4 + n:]
+        return out
+
+    def recv(self, n):
+        while True:
+            stomp, closed = b"", False
+            for op, data in self.frames():
+                if op == 0xA:
+                    self.pongs.append(data)
+                elif op == 0x8:
+                    closed = True
+                elif op in (1, 2):
+                    if op != self.opcode:
+                        self.problems.append("opcode %d" % op)
+                    frames, rest, _ = parse_frames(data)
+                    if len(frames) != 1 or rest:
+                        self.problems.append("a message of %d frames and %d bytes more"
+                                             % (len(frames), len(rest)))
+                    stomp += data
+                else:
+                    self.problems.append("opcode %d" % op)
+            if stomp or closed:
+                return stomp
+            data = self.sock.recv(n)
+            if not data:
+                return b""
+            self.raw += data
+
+    def sendall(self, data):
+        if self.style == "per-frame":
+            out = b"".join(ws_frame(2, f + b"\0") for f in data.split(b"\0")[:-1])
+        elif self.style == "together":
+            out = ws_frame(9, self.PING) + ws_frame(1, b"\n") + ws_frame(1, data)
+        elif self.style == "split":
+            out = b"".join(ws_frame(1, data[i:i + 777]) for i in range(0, len(data), 777))
+        else:
+            pieces = [data[i:i + 500] for i in range(0, len(data), 500)]
+            out = b""
+            for i, p in enumerate(pieces):
+                out += ws_frame(1 if i == 0 else 0, p, fin=i == len(pieces) - 1)
+                if i == 0:
+                    out += ws_frame(9, self.PING)
+        self.sock.sendall(out)
 
 
 def drop(i):
@@ -404,6 +556,86 @@ class EftBenchCatchesBrokers(unittest.TestCase):
         (row,) = parse_json(self, out)
         self.assertIs(row["complete"], False)
         self.assertIn("go away", row["error"])
+
+
+class EftBenchWsFake(unittest.TestCase):
+    """--ws against a fake WebSocket broker: whatever way the broker cuts
+    its STOMP bytes into messages and frames, every message arrives and is
+    checked; each SEND goes out as one masked message; pings are answered;
+    a wrong handshake answer fails in one line."""
+
+    def run_ws(self, style, *extra, sizes="64,3000,70000"):
+        with FakeBroker(ws=style) as fake:
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 40, "--sizes", sizes,
+                                 "-t", 3, "-d", 20, "--ws", "--csv", *extra, timeout=30)
+        self.assertEqual(fake.failures, [], "the fake broker itself failed")
+        self.assertEqual(rc, 0, "style %s: %s %s" % (style, out, err))
+        rows = parse_csv(self, out)
+        self.assertEqual([(r["delivered"], r["complete"], r["transport"]) for r in rows],
+                         [(40, 1, "ws")] * len(rows))
+        for ws in fake.ws_socks:
+            self.assertEqual(ws.problems, [], style)
+            self.assertTrue(ws.request.startswith(b"GET /ws HTTP/1.1\r\n"), ws.request)
+            for h in (b"Upgrade: websocket", b"Connection: Upgrade", b"Sec-WebSocket-Version: 13",
+                      b"Sec-WebSocket-Protocol: v12.stomp, v11.stomp, v10.stomp",
+                      b"Host: 127.0.0.1:%d" % fake.port):
+                self.assertIn(b"\r\n" + h + b"\r\n", ws.request + b"\r\n")
+        return fake
+
+    def test_one_message_per_frame(self):
+        self.run_ws("per-frame")
+
+    def test_many_frames_per_message_ping_and_heartbeat(self):
+        fake = self.run_ws("together")
+        self.assertTrue(all(WsSock.PING in ws.pongs for ws in fake.ws_socks),
+                        [ws.pongs for ws in fake.ws_socks])
+
+    def test_frames_split_across_messages(self):
+        self.run_ws("split")
+
+    def test_fragmented_message_with_ping_inside(self):
+        fake = self.run_ws("fragmented")
+        self.assertTrue(all(WsSock.PING in ws.pongs for ws in fake.ws_socks))
+
+    def test_binary_and_path(self):
+        with FakeBroker(ws="per-frame", ws_opcode=2) as fake:
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 20, "-t", 3, "--ws",
+                                 "--ws-binary", "--ws-path", "/stomp/x", "-q", timeout=30)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("port %d over WebSocket (fake/1.0)" % fake.port, out)
+        (ws,) = fake.ws_socks
+        self.assertTrue(ws.request.startswith(b"GET /stomp/x HTTP/1.1\r\n"), ws.request)
+        self.assertEqual(ws.problems, [])
+
+    def test_broker_error_over_ws(self):
+        with FakeBroker(ws="per-frame", error="go away") as fake:
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 20, "-t", 3, "--ws", "--csv",
+                                 timeout=30)
+        self.assertEqual(rc, 1, out + err)
+        (row,) = parse_csv(self, out)
+        self.assertIn("go away", row["error"])
+
+    def test_wrong_accept_fails_in_one_line(self):
+        with FakeBroker(ws="per-frame", ws_accept="bm90IHRoZSByaWdodCBhbnN3ZXI=") as fake:
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", 20, "-t", 3, "--ws", "--csv",
+                                 timeout=30)
+        what = "exit %d\nstdout: %r\nstderr: %r" % (rc, out, err)
+        self.assertEqual((rc, out), (1, ""), what)
+        self.assertEqual(len(err.splitlines()), 1, what)
+        self.assertIn("WebSocket handshake with 127.0.0.1 port %d (GET /ws) failed" % fake.port,
+                      err)
+        self.assertIn("wrong Sec-WebSocket-Accept", err)
+
+    def test_ws_options_need_ws(self):
+        rc, out, err = bench("sendrecv", "--ws-path", "/ws")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("apply with --ws only", err)
+        rc, out, err = bench("sendrecv", "--ws", "--ws-path", "ws")
+        self.assertEqual(rc, 2, err)
+        rc, out, err = bench("--help")
+        self.assertEqual(rc, 0)
+        for opt in ("--ws ", "--ws-path PATH", "--ws-binary", "wss"):
+            self.assertIn(opt, out)
 
 
 class BenchScript(unittest.TestCase):
@@ -781,6 +1013,92 @@ class EftBenchTlsUsage(unittest.TestCase):
         self.assertEqual(rc, 0)
         for opt in ("--tls", "--ca FILE", "--insecure", "--sni NAME", "transport"):
             self.assertIn(opt, out)
+
+
+
+# ---------------------------------------------------------------- WebSocket against eftd
+
+class EftBenchWsNotWs(BrokerTest):
+    """--ws against a port that does not speak WebSocket (eftd's plain STOMP
+    port): exit 1 within --timeout and a bit, no row, one line naming host,
+    port and path and asking whether the port is a WebSocket one."""
+
+    def test_plain_port_fails_in_one_line(self):
+        for extra in ((), ("--csv",), ("--json",)):
+            t0 = time.monotonic()
+            rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 10, "-t", 1, "--ws",
+                                 *extra, timeout=15)
+            elapsed = time.monotonic() - t0
+            what = "exit %d after %.1f s\nstdout: %r\nstderr: %r" % (rc, elapsed, out, err)
+            self.assertEqual((rc, out), (1, ""), what)
+            self.assertEqual(len(err.splitlines()), 1, what)
+            self.assertIn("WebSocket handshake with 127.0.0.1 port %d (GET /ws)"
+                          % self.broker.port, err)
+            self.assertIn("WebSocket one?", err)
+            self.assertLess(elapsed, 5 * SLOW, what)
+
+
+class EftBenchWs(BrokerTest):
+    """Every mode over eftd's ws:// listener, and over its wss:// one, every
+    message checked; the transport column says ws or wss."""
+
+    listen = [("ws", "127.0.0.1"), ("wss", "127.0.0.1")]
+
+    def run_mode(self, mode, *args, tls=False):
+        port = self.broker.ports[1] if tls else self.broker.port
+        extra = ["--tls", "--ca", harness.certs().ca] if tls else []
+        rc, out, err = bench(mode, "-p", port, "-n", N, "-t", 10 * SLOW, "-d", 20 * SLOW, "--ws",
+                             "--csv", *extra, *args)
+        self.assertEqual(rc, 0, "eft-bench %s --ws%s: exit %d\n%s\n%s"
+                         % (mode, " --tls" if tls else "", rc, out, err))
+        (r,) = parse_csv(self, out)
+        self.assertEqual((r["mode"], r["port"], r["count"]), (mode, port, N))
+        self.assertTrue(r["server"].startswith("eft/"), r["server"])
+        self.assertEqual((r["complete"], r["error"], r["transport"]),
+                         (1, "", "wss" if tls else "ws"))
+        for col in CHECKS:
+            self.assertEqual(r[col], 0, col)
+        return r
+
+    def test_sendrecv(self):
+        r = self.run_mode("sendrecv")
+        self.assertEqual(r["delivered"], N)
+        self.assertAlmostEqual(r["total_s"], r["send_s"] + r["recv_s"], delta=2e-6)
+
+    def test_sendrecv_sizes_and_binary(self):
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 200, "--sizes",
+                             "64,1000,70000,1m", "-t", 10 * SLOW, "--ws", "--ws-binary", "--csv",
+                             "--ack", "client-individual", timeout=60)
+        self.assertEqual(rc, 0, out + err)
+        rows = parse_csv(self, out)
+        self.assertEqual([(r["delivered"], r["complete"]) for r in rows], [(200, 1)] * 4)
+
+    def test_stream(self):
+        r = self.run_mode("stream", "-s", 256)
+        self.assertEqual(r["delivered"], N)
+        self.assertIsNotNone(r["lat_p50_us"])
+
+    def test_rpc(self):
+        r = self.run_mode("rpc", "-c", 2, "--inflight", 4)
+        self.assertEqual((r["delivered"], r["conns"]), (N, 3))
+
+    def test_fanout(self):
+        self.assertEqual(self.run_mode("fanout", "-k", 3)["delivered"], 3 * N)
+
+    def test_every_mode_over_wss(self):
+        self.assertEqual(self.run_mode("sendrecv", tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("stream", tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("rpc", "-c", 2, tls=True)["delivered"], N)
+        self.assertEqual(self.run_mode("fanout", "-k", 2, tls=True)["delivered"], 2 * N)
+
+    def test_wrong_path_fails_in_one_line(self):
+        rc, out, err = bench("sendrecv", "-p", self.broker.port, "-n", 10, "-t", 2, "--ws",
+                             "--ws-path", "/not-the-path", timeout=15)
+        what = "exit %d\nstdout: %r\nstderr: %r" % (rc, out, err)
+        self.assertEqual((rc, out), (1, ""), what)
+        self.assertEqual(len(err.splitlines()), 1, what)
+        self.assertIn("WebSocket handshake with 127.0.0.1 port %d (GET /not-the-path)"
+                      % self.broker.port, err)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ws.h"
+
 enum mode { MODE_SENDRECV, MODE_STREAM, MODE_RPC, MODE_FANOUT };
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
 enum out_format { OUT_TEXT, OUT_CSV, OUT_JSON };
@@ -47,6 +49,8 @@ struct opts {
 	bool insecure;              /* --insecure: do not verify the certificate */
 	const char *sni;            /* --sni; NULL = --host, when it is a name */
 	struct tls_client *tls_client; /* made once from the four above; NULL without --tls */
+	bool ws;                    /* --ws: STOMP over WebSocket (wss:// with --tls) */
+	struct ws_opts ws_opts;     /* --ws-path, --ws-binary */
 	long run_id;                /* unix time at start: part of destination names */
 };
 

@@ -9,7 +9,13 @@
  * through TLS.  TLS changes what a connection waits for: a read may need
  * the socket writable and a write may need it readable (rwait, wwait), and
  * input OpenSSL has already taken from the socket is invisible to poll()
- * (rpending), so the loop reads it before it sleeps. */
+ * (rpending), so the loop reads it before it sleeps.
+ *
+ * With --ws, conn_flush wraps the STOMP frames in out into masked
+ * WebSocket messages in wire (ws.h) and sends from there, and conn_parse_ws
+ * takes the broker's frames apart.  A message's payload is parsed for
+ * STOMP frames where it lies in the read buffer; only a STOMP frame split
+ * across messages is copied, into frag, to be parsed whole. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -122,7 +128,7 @@ connect_wait(struct loop *l, int fd)
 
 struct conn *
 conn_open(struct loop *l, const char *host, const char *port, const char *name,
-    struct tls_client *tc)
+    struct tls_client *tc, const struct ws_opts *ws)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 		.ai_flags = AI_NUMERICSERV }, *res, *ai;
@@ -182,6 +188,15 @@ conn_open(struct loop *l, const char *host, const char *port, const char *name,
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	buf_init(&c->in, IN_CAP);
 	buf_init(&c->out, OUT_CAP);
+	c->ws = ws;
+	if (ws != NULL) {
+		buf_init(&c->wire, OUT_CAP);
+		buf_init(&c->frag, 256);
+		ws_rng_seed(&c->rng);
+		ws_key_new(c->ws_key);
+		ws_request(&c->wire, host, port, ws->path, c->ws_key);
+		c->upgrading = true;
+	}
 	if (l->nconns == l->cap) {
 		l->cap = l->cap ? l->cap * 2 : 8;
 		l->conns = xrealloc(l->conns, (size_t)l->cap * sizeof(*l->conns));
@@ -198,6 +213,8 @@ fail:
 	return NULL;
 }
 
+static void conn_send_quietly(struct conn *c);
+
 void
 conn_close(struct conn *c)
 {
@@ -210,11 +227,22 @@ conn_close(struct conn *c)
 	}
 	if (l->failed_conn == c)
 		l->failed_conn = NULL;
+	if (c->ws != NULL && !c->upgrading && !c->ws_closed && !c->eof) {
+		/* Say goodbye if the socket takes it at once; wire is empty
+		 * unless the run failed, and then its tail may be a partial
+		 * frame. */
+		if (buf_pending(&c->wire) == 0) {
+			ws_put(&c->wire, WS_CLOSE, "\x03\xe8", 2, &c->rng); /* 1000: normal */
+			conn_send_quietly(c);
+		}
+	}
 	tls_free(c->tls);
 	if (c->fd >= 0)
 		close(c->fd);
 	buf_free(&c->in);
 	buf_free(&c->out);
+	buf_free(&c->wire);
+	buf_free(&c->frag);
 	free(c);
 }
 
@@ -298,6 +326,16 @@ loop_handshaking(const struct loop *l)
 	return NULL;
 }
 
+/* The first connection of l waiting for its WebSocket handshake, or NULL. */
+static struct conn *
+loop_upgrading(const struct loop *l)
+{
+	for (int i = 0; i < l->nconns; i++)
+		if (l->conns[i]->upgrading)
+			return l->conns[i];
+	return NULL;
+}
+
 /* Take c's TLS handshake a step further; true once it has finished.  A
  * failure is reported like an unreachable broker when no handshake of
  * this run got through: nothing can be measured, and retrying would not
@@ -377,14 +415,14 @@ conn_recv(struct loop *l, struct conn *c)
 	return (ssize_t)got;
 }
 
-/* Write from the front of c->out once.  Returns the number of bytes, 0 when
- * the socket must be waited for (c->wwait says for what), -1 on failure
- * with the reason in why. */
+/* Write from the front of b (c->out, or c->wire with --ws) once.  Returns
+ * the number of bytes, 0 when the socket must be waited for (c->wwait says
+ * for what), -1 on failure with the reason in why. */
 static ssize_t
-conn_send(struct conn *c, char *why, size_t whylen)
+conn_send(struct conn *c, const struct buf *b, char *why, size_t whylen)
 {
-	const char *p = c->out.data + c->out.start;
-	size_t len = buf_pending(&c->out);
+	const char *p = b->data + b->start;
+	size_t len = buf_pending(b);
 
 	if (c->tls == NULL) {
 		for (;;) {
@@ -419,30 +457,194 @@ conn_send(struct conn *c, char *why, size_t whylen)
 	return -1;
 }
 
-/* Handle every complete frame in c->in, then the after-read hook. */
-static void
-conn_parse(struct loop *l, struct conn *c)
+/* Handle every complete STOMP frame at the front of p[0, len).  Returns the
+ * bytes used; *want is how many of the rest must be there before a frame
+ * can be parsed (0 when none are left). */
+static size_t
+conn_frames(struct loop *l, struct conn *c, const char *p, size_t len, size_t *want)
 {
-	while (l->status == LOOP_OK) {
+	size_t done = 0;
+	*want = 0;
+	while (l->status == LOOP_OK && done < len) {
 		struct frame f;
 		size_t used;
 		const char *why = NULL;
-		enum frame_status st = frame_parse(c->in.data + c->in.start, buf_pending(&c->in), &f,
-		    &used, &why);
+		enum frame_status st = frame_parse(p + done, len - done, &f, &used, &why);
 		if (st == FRAME_MORE) {
-			c->want = used;
+			*want = used;
 			break;
 		}
 		if (st == FRAME_BAD) {
 			loop_fail(l, c, "malformed frame from the broker: %s", why);
-			return;
+			break;
 		}
 		dispatch(l, c, &f);
-		buf_consume(&c->in, used);
+		done += used;
+	}
+	return done;
+}
+
+/* Handle every complete frame in c->in, then the after-read hook. */
+static void
+conn_parse(struct loop *l, struct conn *c)
+{
+	size_t want;
+	buf_consume(&c->in, conn_frames(l, c, c->in.data + c->in.start, buf_pending(&c->in),
+	    &want));
+	c->want = want;
+	if (c->after_read != NULL && l->status == LOOP_OK)
+		c->after_read(c);
+}
+
+/* ---- WebSocket ---- */
+
+/* Write as much of c->wire as the socket takes now, ignoring failures: for
+ * goodbyes. */
+static void
+conn_send_quietly(struct conn *c)
+{
+	char why[256];
+	while (buf_pending(&c->wire) > 0) {
+		ssize_t n = conn_send(c, &c->wire, why, sizeof(why));
+		if (n <= 0)
+			return;
+		buf_consume(&c->wire, (size_t)n);
+	}
+}
+
+/* Only CR and LF: heart-beats, or the EOLs after a frame's NUL. */
+static bool
+only_eols(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != '\n' && p[i] != '\r')
+			return false;
+	return true;
+}
+
+/* The payload of a data message (or a piece of one) continues the STOMP
+ * byte stream: parse it where it lies, unless a frame split across
+ * messages is being put together in c->frag. */
+static void
+conn_ws_data(struct loop *l, struct conn *c, const char *p, size_t len)
+{
+	size_t want;
+	if (buf_pending(&c->frag) == 0) {
+		size_t used = conn_frames(l, c, p, len, &want);
+		if (l->status != LOOP_OK || only_eols(p + used, len - used))
+			return;
+		buf_append(&c->frag, p + used, len - used);
+		c->frag_want = want;
+		return;
+	}
+	buf_append(&c->frag, p, len);
+	if (buf_pending(&c->frag) < c->frag_want)
+		return;
+	buf_consume(&c->frag, conn_frames(l, c, c->frag.data + c->frag.start,
+	    buf_pending(&c->frag), &want));
+	c->frag_want = want;
+	if (only_eols(c->frag.data + c->frag.start, buf_pending(&c->frag)))
+		buf_clear(&c->frag);
+}
+
+/* The broker closed the WebSocket: answer with its status code, then the
+ * stream is over (expected after DISCONNECT). */
+static void
+conn_ws_close(struct loop *l, struct conn *c, const struct ws_frame *wf)
+{
+	c->ws_closed = true;
+	c->eof = true;
+	unsigned code = wf->len >= 2 ? (unsigned)(unsigned char)wf->payload[0] << 8 |
+	    (unsigned char)wf->payload[1] : 0;
+	ws_put(&c->wire, WS_CLOSE, wf->payload, wf->len >= 2 ? 2 : 0, &c->rng);
+	conn_send_quietly(c);
+	if (c->closing)
+		return;
+	char reason[128] = "";
+	size_t n = 0;
+	for (size_t i = 2; i < wf->len && n + 1 < sizeof(reason); i++)
+		if ((unsigned char)wf->payload[i] >= ' ')
+			reason[n++] = wf->payload[i];
+	reason[n] = '\0';
+	if (code != 0)
+		loop_fail(l, c, "the broker closed the WebSocket (status %u%s%s)%s", code,
+		    n ? ": " : "", reason, c->connected ? "" : " before answering CONNECT");
+	else
+		loop_fail(l, c, "the broker closed the WebSocket%s", c->connected ? "" :
+		    " before answering CONNECT");
+}
+
+/* Handle every complete WebSocket frame in c->in, then the after-read hook. */
+static void
+conn_parse_ws(struct loop *l, struct conn *c)
+{
+	while (l->status == LOOP_OK && !c->ws_closed) {
+		struct ws_frame wf;
+		size_t need = 0;
+		const char *why = NULL;
+		enum ws_status st = ws_frame_parse(c->in.data + c->in.start, buf_pending(&c->in), &wf,
+		    &need, &why);
+		if (st == WS_MORE) {
+			c->want = need;
+			break;
+		}
+		if (st == WS_BAD) {
+			loop_fail(l, c, "bad WebSocket frame from the broker: %s", why);
+			return;
+		}
 		c->want = 0;
+		switch (wf.opcode) {
+		case WS_TEXT:
+		case WS_BINARY:
+		case WS_CONTINUATION:
+			if ((wf.opcode == WS_CONTINUATION) != c->ws_in_message) {
+				loop_fail(l, c, "bad WebSocket frame from the broker: %s",
+				    c->ws_in_message ? "a new message inside a fragmented one" :
+				    "a continuation frame outside a message");
+				return;
+			}
+			c->ws_in_message = !wf.fin;
+			conn_ws_data(l, c, wf.payload, wf.len);
+			break;
+		case WS_PING:
+			/* Answered with the next write. */
+			ws_put(&c->wire, WS_PONG, wf.payload, wf.len, &c->rng);
+			break;
+		case WS_PONG:
+			break;
+		case WS_CLOSE:
+			conn_ws_close(l, c, &wf);
+			break;
+		}
+		buf_consume(&c->in, wf.size);
 	}
 	if (c->after_read != NULL && l->status == LOOP_OK)
 		c->after_read(c);
+}
+
+/* Look for the answer to the Upgrade request in c->in; true once it has
+ * come and is right, and c->in holds what followed it. */
+static bool
+conn_upgrade(struct loop *l, struct conn *c)
+{
+	char why[400];
+	size_t used = 0;
+	switch (ws_response(c->in.data + c->in.start, buf_pending(&c->in), c->ws_key, &used, why,
+	    sizeof(why))) {
+	case WS_OK:
+		buf_consume(&c->in, used);
+		c->upgrading = false;
+		l->ws_up = true;
+		return true;
+	case WS_MORE:
+		return false;
+	case WS_BAD:
+		break;
+	}
+	l->unreached = !l->ws_up;
+	loop_fail(l, NULL, "WebSocket handshake with %s port %s (GET %s) failed for the %s "
+	    "connection: %s", c->host, c->port, c->ws->path, c->name, why);
+	return false;
 }
 
 /* Read once and handle every complete frame; false at end of stream or error. */
@@ -458,8 +660,15 @@ conn_read(struct loop *l, struct conn *c)
 		buf_commit(&c->in, (size_t)n);
 		c->rx_ns = now_ns();
 		l->last_activity_ns = c->rx_ns;
-		if (buf_pending(&c->in) >= c->want)
-			conn_parse(l, c);
+		if ((!c->upgrading || conn_upgrade(l, c)) && buf_pending(&c->in) >= c->want)
+			(c->ws != NULL ? conn_parse_ws : conn_parse)(l, c);
+	}
+	if (c->eof && c->upgrading) {
+		l->unreached = !l->ws_up;
+		loop_fail(l, NULL, "WebSocket handshake with %s port %s (GET %s) failed for the %s "
+		    "connection: the broker closed the connection without answering: is the port "
+		    "a WebSocket one?", c->host, c->port, c->ws->path, c->name);
+		return false;
 	}
 	if (c->eof) {
 		if (!c->closing)
@@ -470,16 +679,36 @@ conn_read(struct loop *l, struct conn *c)
 	return l->status == LOOP_OK;
 }
 
+/* Something is waiting to be written (or a TLS handshake to go on). */
+static bool
+conn_has_output(const struct conn *c)
+{
+	if (c->handshaking)
+		return true;
+	if (c->ws == NULL)
+		return buf_pending(&c->out) > 0;
+	return buf_pending(&c->wire) > 0 || (!c->upgrading && !c->ws_closed &&
+	    buf_pending(&c->out) > 0);
+}
+
 static void
 conn_flush(struct loop *l, struct conn *c)
 {
 	if (c->handshaking && !conn_handshake(l, c))
 		return;
-	while (buf_pending(&c->out) > 0) {
+	struct buf *b = c->ws != NULL ? &c->wire : &c->out;
+	for (;;) {
+		/* Wrap only into an empty wire: what the socket has not taken
+		 * stays in out, where the producer sees it. */
+		if (c->ws != NULL && buf_pending(b) == 0 && !c->upgrading && !c->ws_closed &&
+		    buf_pending(&c->out) > 0)
+			ws_wrap(b, &c->out, c->ws->binary ? WS_BINARY : WS_TEXT, &c->rng);
+		if (buf_pending(b) == 0)
+			return;
 		char why[256];
-		ssize_t n = conn_send(c, why, sizeof(why));
+		ssize_t n = conn_send(c, b, why, sizeof(why));
 		if (n > 0) {
-			buf_consume(&c->out, (size_t)n);
+			buf_consume(b, (size_t)n);
 			l->last_activity_ns = now_ns();
 			continue;
 		}
@@ -509,7 +738,7 @@ conn_produce(struct loop *l, struct conn *c)
 			return false;
 		if (c->refill != NULL)
 			c->refill(c);
-		if ((buf_pending(&c->out) == 0 && !c->handshaking) || c->wwait)
+		if (!conn_has_output(c) || c->wwait)
 			return false;
 		conn_flush(l, c);
 		if (c->wwait || l->status != LOOP_OK || c->refill == NULL)
@@ -538,8 +767,14 @@ loop_run(struct loop *l, bool (*done)(void *), void *arg)
 			break;
 		}
 		if (now - l->last_activity_ns >= l->timeout_ns) {
-			struct conn *hs = loop_handshaking(l);
-			if (hs != NULL) {
+			struct conn *hs = loop_handshaking(l), *up = loop_upgrading(l);
+			if (hs == NULL && up != NULL) {
+				l->unreached = !l->ws_up;
+				snprintf(l->err, sizeof(l->err), "WebSocket handshake with %s port %s "
+				    "(GET %s) did not finish within %.1f s (--timeout) for the %s "
+				    "connection: is the port a WebSocket one?", up->host, up->port,
+				    up->ws->path, (double)l->timeout_ns / 1e9, up->name);
+			} else if (hs != NULL) {
 				/* Most likely a port that does not speak TLS and waits
 				 * for a frame. */
 				l->unreached = !l->tls_up;

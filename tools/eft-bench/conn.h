@@ -7,7 +7,9 @@
  * RECEIPTs, CONNECTED and unexpected end-of-stream are handled here, so a
  * mode only sees MESSAGE frames.  Every wait is bounded by the idle timeout
  * and the --duration deadline.  With --tls the same loop drives each
- * connection's TLS handshake (tls.h), before CONNECT goes out. */
+ * connection's TLS handshake (tls.h), before CONNECT goes out; with --ws,
+ * then its WebSocket handshake (ws.h), and from there on frames travel as
+ * WebSocket messages. */
 #ifndef EFT_BENCH_CONN_H
 #define EFT_BENCH_CONN_H
 
@@ -17,6 +19,7 @@
 
 #include "buf.h"
 #include "frame.h"
+#include "ws.h"
 
 struct loop;
 struct conn;
@@ -40,6 +43,18 @@ struct conn {
 	short wwait;            /* poll event writing waits for: 0 (none), POLLOUT,
 	                         * or POLLIN while TLS must read before it can write */
 	bool rpending;          /* TLS holds input that poll() cannot see */
+	/* --ws: out holds STOMP frames, which are wrapped into WebSocket
+	 * messages in wire only once wire is empty, so a slow socket holds
+	 * the producer back just as without --ws. */
+	const struct ws_opts *ws; /* NULL: STOMP straight on the stream */
+	bool upgrading;         /* the Upgrade request is out, no 101 yet */
+	bool ws_in_message;     /* a fragmented data message is under way */
+	bool ws_closed;         /* the broker sent a close frame */
+	struct buf wire;        /* bytes for the socket: handshake and frames */
+	struct buf frag;        /* the start of a STOMP frame split across messages */
+	size_t frag_want;       /* bytes frag needs before parsing again */
+	char ws_key[WS_KEY_LEN + 1];
+	struct ws_rng rng;      /* masks */
 	bool connected;         /* CONNECTED arrived */
 	bool closing;           /* DISCONNECT sent: end of stream is expected */
 	bool eof;
@@ -70,6 +85,7 @@ struct loop {
 	bool unreached;         /* the run's first connection could not be opened, or
 	                         * no TLS handshake of the run succeeded */
 	bool tls_up;            /* a connection of this loop finished its handshake */
+	bool ws_up;             /* ... or its WebSocket handshake */
 	char err[768];
 	void (*progress)(void *arg);
 	void *progress_arg;
@@ -91,9 +107,11 @@ void loop_wake_at(struct loop *l, uint64_t t);
 
 /* Open a TCP connection (bounded by the loop's timeout); NULL after loop_fail.
  * When it is the loop's first connection, l->unreached says so.  With tc
- * (not NULL) the connection speaks TLS: the handshake starts in loop_run. */
+ * (not NULL) the connection speaks TLS: the handshake starts in loop_run.
+ * With ws (not NULL) it speaks WebSocket: the Upgrade request goes out
+ * first (after the TLS handshake), frames in out wait for its answer. */
 struct conn *conn_open(struct loop *l, const char *host, const char *port, const char *name,
-    struct tls_client *tc);
+    struct tls_client *tc, const struct ws_opts *ws);
 void conn_close(struct conn *c);
 /* The next RECEIPT on c must carry this receipt-id. */
 void conn_expect_receipt(struct conn *c, const char *id);

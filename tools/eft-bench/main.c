@@ -59,6 +59,12 @@ static const char common_help[] =
 "                        against (with --tls; default: --host when it is a\n"
 "                        name; an IP address is verified against the\n"
 "                        certificate's IP address entries, and not sent)\n"
+"      --ws              speak STOMP over WebSocket (RFC 6455): ws://, or\n"
+"                        wss:// with --tls; subprotocols v12.stomp, v11.stomp,\n"
+"                        v10.stomp; one masked message per STOMP frame\n"
+"      --ws-path PATH    the WebSocket request path (with --ws; default /ws;\n"
+"                        RabbitMQ's Web-STOMP: /ws on port 15674)\n"
+"      --ws-binary       send binary messages, not text ones (with --ws)\n"
 "  -n, --count N         messages per run; rpc: requests (default 100000;\n"
 "                        suffix k = x1000, m = x1000000)\n"
 "  -s, --size BYTES      message body size (default 1024, at least 32;\n"
@@ -94,6 +100,12 @@ static const char common_help[] =
 "or does not finish within --timeout is reported like an unreachable broker,\n"
 "with OpenSSL's reason.\n"
 "\n"
+"WebSocket: each connection's Upgrade handshake (GET --ws-path, the 101\n"
+"answer and its Sec-WebSocket-Accept checked) happens before its CONNECT,\n"
+"outside every measured time, and fails like a TLS handshake does.  The\n"
+"broker's messages may be text or binary, hold any number of STOMP frames\n"
+"or parts of one, and be fragmented; pings are answered.\n"
+"\n"
 "Checking: every body carries a sequence number, its send time\n"
 "(CLOCK_MONOTONIC) and a check value, followed by a pattern that depends on\n"
 "the sequence number.  Every arrival is checked; lost, duplicated, reordered\n"
@@ -116,10 +128,10 @@ static const char common_help[] =
 "total_s / 10^6.  Latencies are in microseconds.  lost counts messages sent\n"
 "but never received when the run finished or timed out waiting for them.\n"
 "complete is 1 (true) when every message went and came within the limits;\n"
-"error says why a run failed; transport is tcp, or tls with --tls.  A run\n"
-"whose first connection cannot be made (nothing listening, unknown host, a\n"
-"failed TLS handshake) has no row: eft-bench stops there and says why in\n"
-"one line on stderr.\n"
+"error says why a run failed; transport is tcp, tls with --tls, ws with\n"
+"--ws, wss with both.  A run whose first connection cannot be made (nothing\n"
+"listening, unknown host, a failed TLS or WebSocket handshake) has no row:\n"
+"eft-bench stops there and says why in one line on stderr.\n"
 "\n"
 "Exit status: 0 when every run completed and every message checked out;\n"
 "1 when the broker could not be reached or a run failed (broker ERROR or\n"
@@ -310,7 +322,7 @@ add_size(struct opts *o, size_t size)
 enum {
 	OPT_LOGIN = 256, OPT_PASSCODE, OPT_VHOST, OPT_SIZES, OPT_SWEEP, OPT_ACK, OPT_CSV,
 	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
-	OPT_INSECURE, OPT_SNI,
+	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY,
 };
 
 static void
@@ -326,6 +338,9 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "ca", required_argument, NULL, OPT_CA },
 		{ "insecure", no_argument, NULL, OPT_INSECURE },
 		{ "sni", required_argument, NULL, OPT_SNI },
+		{ "ws", no_argument, NULL, OPT_WS },
+		{ "ws-path", required_argument, NULL, OPT_WS_PATH },
+		{ "ws-binary", no_argument, NULL, OPT_WS_BINARY },
 		{ "count", required_argument, NULL, 'n' },
 		{ "size", required_argument, NULL, 's' },
 		{ "sizes", required_argument, NULL, OPT_SIZES },
@@ -347,7 +362,7 @@ parse_options(int argc, char **argv, struct opts *o)
 	};
 	/* Options that belong to one mode: the mode letters that allow them. */
 	bool only_rpc = false, only_fanout = false, only_paced = false;
-	bool single_size = false, many_sizes = false;
+	bool single_size = false, many_sizes = false, ws_options = false;
 	int opt;
 
 	opterr = 0;
@@ -382,6 +397,20 @@ parse_options(int argc, char **argv, struct opts *o)
 			if (optarg[0] == '\0')
 				usage_error("--sni: the name is empty");
 			o->sni = optarg;
+			break;
+		case OPT_WS:
+			o->ws = true;
+			break;
+		case OPT_WS_PATH:
+			if (optarg[0] != '/' || strpbrk(optarg, " \t\r\n") != NULL ||
+			    strlen(optarg) > 512)
+				usage_error("--ws-path: '%s' is not a path such as /ws", optarg);
+			o->ws_opts.path = optarg;
+			ws_options = true;
+			break;
+		case OPT_WS_BINARY:
+			o->ws_opts.binary = true;
+			ws_options = true;
 			break;
 		case 'n':
 			if (parse_number(optarg, 1000, &o->count) != 0 || o->count < 1 ||
@@ -488,6 +517,8 @@ parse_options(int argc, char **argv, struct opts *o)
 		usage_error("use -s or --sizes/--sweep, not both");
 	if (!o->tls && (o->ca != NULL || o->insecure || o->sni != NULL))
 		usage_error("--ca, --insecure and --sni apply with --tls only");
+	if (!o->ws && ws_options)
+		usage_error("--ws-path and --ws-binary apply with --ws only");
 	if (o->ca != NULL && o->insecure)
 		usage_error("use --ca or --insecure, not both");
 	if (!many_sizes)
@@ -501,7 +532,7 @@ main(int argc, char **argv)
 		.host = "127.0.0.1", .port = "61613", .login = "guest", .passcode = "guest",
 		.vhost = "/", .count = 100000, .sizes = { 1024 }, .ack = ACK_AUTO,
 		.format = OUT_TEXT, .timeout_ns = 10000000000ull, .clients = 1, .inflight = 1,
-		.subscribers = 4,
+		.subscribers = 4, .ws_opts = { .path = "/ws" },
 	};
 	int (*run)(const struct opts *, size_t, int, struct result *) = NULL;
 

@@ -191,12 +191,21 @@ text_lat(const struct result *r)
 	}
 }
 
+/* How the text table's header line names the transport. */
+static const char *
+transport_text(const struct opts *o)
+{
+	if (o->ws)
+		return o->tls ? "WebSocket/TLS" : "WebSocket";
+	return o->tls ? "TLS" : "TCP";
+}
+
 static void
 text_header(const struct result *r)
 {
 	const struct opts *o = opts;
 	printf("eft-bench %s: %s port %s over %s (%s), %" PRIu64 " %s per run, ack %s",
-	    o->mode_name, o->host, o->port, o->tls ? "TLS" : "TCP",
+	    o->mode_name, o->host, o->port, transport_text(o),
 	    r->server[0] ? r->server : "server unknown", o->count,
 	    o->mode == MODE_RPC ? "requests" : "messages", ack_mode_name(o->ack));
 	if (o->mode == MODE_RPC)
@@ -353,7 +362,7 @@ row_cells(const struct result *r, struct cell *c)
 		STR(r->error);
 	else
 		NUL();
-	STR(o->tls ? "tls" : "tcp");
+	STR(o->ws ? (o->tls ? "wss" : "ws") : o->tls ? "tls" : "tcp");
 #undef STR
 #undef INT
 #undef NUM

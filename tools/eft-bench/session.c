@@ -22,7 +22,8 @@ header_plain(struct buf *b, const char *name, const char *value)
 struct conn *
 session_open(struct loop *l, const struct opts *o, const char *name)
 {
-	struct conn *c = conn_open(l, o->host, o->port, name, o->tls_client);
+	struct conn *c = conn_open(l, o->host, o->port, name, o->tls_client,
+	    o->ws ? &o->ws_opts : NULL);
 	if (c == NULL)
 		return NULL;
 	frame_begin(&c->out, "CONNECT");
