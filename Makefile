@@ -17,7 +17,8 @@ OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
 LDLIBS   += -levent -lsodium -lssl -lcrypto
-RUN_ARGS ?=
+# make run: STOMP on 61613, and STOMP over WebSocket where Web-STOMP has it.
+RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)

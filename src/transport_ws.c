@@ -35,7 +35,8 @@ struct ws {
 	size_t carry_len, carry_cap;
 	char *request;             /* the upgrade request, until it is answered */
 	size_t request_len;
-	bool ending;               /* reads say TRANSPORT_CLOSE: the connection is to end */
+	bool ending;               /* the connection is to end: the next read says TRANSPORT_CLOSE */
+	bool ended;                /* it was told: later reads are raw (a lingering close drops them) */
 	bool close_sent;           /* no data frames after our close frame */
 	bool shut;                 /* shutdown: reads are raw (lingering), writes are over */
 	bool shut_pending;         /* the inner shutdown waits for wire to drain */
@@ -161,6 +162,15 @@ carry_take(struct ws *w, char *buf, size_t n)
 	}
 }
 
+/* The connection hears that it is to end, once; later reads are raw. */
+static ssize_t
+ws_ended(struct ws *w)
+{
+	w->ending = true;
+	w->ended = true;
+	return TRANSPORT_CLOSE;
+}
+
 static void
 ws_refuse(struct ws *w, const char *resp, size_t len)
 {
@@ -187,7 +197,7 @@ ws_read_request(struct ws *w)
 	if (w->request[0] == 0x16) {
 		transport_fail(&w->t, "not HTTP: a TLS handshake (this listener is ws://, not wss://)");
 		w->ending = true;
-		return TRANSPORT_CLOSE;
+		return ws_ended(w);
 	}
 	size_t end = ws_request_length(w->request, w->request_len);
 	if (end == 0) {
@@ -198,7 +208,7 @@ ws_read_request(struct ws *w)
 		transport_fail(&w->t, "WebSocket handshake refused: 431 (request over %d bytes)",
 		    WS_REQUEST_MAX);
 		ws_refuse(w, big, sizeof(big) - 1);
-		return TRANSPORT_CLOSE;
+		return ws_ended(w);
 	}
 	char resp[1024], protocol[16], why[200];
 	size_t rlen;
@@ -207,7 +217,7 @@ ws_read_request(struct ws *w)
 	if (status != 101) {
 		transport_fail(&w->t, "WebSocket handshake refused: %d (%s)", status, why);
 		ws_refuse(w, resp, rlen);
-		return TRANSPORT_CLOSE;
+		return ws_ended(w);
 	}
 	if (evbuffer_add(w->wire, resp, rlen) != 0 ||
 	    carry_prepend(w, w->request + end, w->request_len - end) != 0) {
@@ -230,14 +240,16 @@ ws_read(struct transport *t, void *buf, size_t len)
 	struct ws *w = (struct ws *)t;
 	if (w->failed)
 		return TRANSPORT_ERROR;
-	if (w->shut) {
+	if (w->shut || w->ended) {
 		ssize_t n = transport_read(w->inner, buf, len); /* lingering: raw bytes, dropped */
 		if (n == TRANSPORT_ERROR)
 			transport_fail(t, "%s", transport_error(w->inner));
 		return n;
 	}
-	if (w->ending)
+	if (w->ending) {
+		w->ended = true;
 		return TRANSPORT_CLOSE;
+	}
 	if (!t->established)
 		return ws_read_request(w);
 	if (len == 0)
@@ -283,7 +295,7 @@ ws_read(struct transport *t, void *buf, size_t len)
 		if (out > 0)
 			return (ssize_t)out;
 		if (w->ending)
-			return TRANSPORT_CLOSE;
+			return ws_ended(w);
 		if (eof)
 			return 0;
 		if (again && res != WS_DECODE_UNTERMINATED)
