@@ -305,60 +305,48 @@ ws_read(struct transport *t, void *buf, size_t len)
 	return TRANSPORT_AGAIN;
 }
 
-/* The length of the STOMP frame at the front of b (a lone EOL is a
- * heart-beat), or 0 if b does not start with a whole one.  eftd writes
- * content-length on every frame with a body. */
-static size_t
-frame_span(struct evbuffer *b)
+size_t
+ws_frame_span(struct evbuffer *b)
 {
 	struct evbuffer_iovec v;
 	size_t total = evbuffer_get_length(b);
 	if (total == 0 || evbuffer_peek(b, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
 		return 0;
-	const char *p = v.iov_base;
-	if (p[0] == '\n')
-		return 1;
-	size_t head;
-	uint64_t clen = 0;
-	bool has_clen = false;
-	const char *blank = memmem(p, v.iov_len, "\n\n", 2);
-	char digits[24];
-	size_t ndigits = 0;
-	if (blank != NULL) {
-		head = (size_t)(blank - p) + 2;
-		const char *cl = memmem(p, head, "\ncontent-length:", 16);
-		if (cl != NULL) {
-			has_clen = true;
-			for (cl += 16; *cl != '\n' && ndigits < sizeof(digits); cl++)
-				digits[ndigits++] = *cl;
-		}
-	} else {
-		/* The frame's head spans chunks: the slow way. */
-		struct evbuffer_ptr at = evbuffer_search(b, "\n\n", 2, NULL);
-		if (at.pos < 0)
+	/* The head is nearly always in the first chunk; when it is not (a
+	 * frame added by evbuffer_add across chunks), make more of b
+	 * contiguous, doubling, which copies only then. */
+	for (size_t have = v.iov_len;; have = have * 2 < total ? have * 2 : total) {
+		const char *p = have == v.iov_len ? v.iov_base : (const char *)evbuffer_pullup(b,
+		    (ev_ssize_t)have);
+		if (p == NULL)
 			return 0;
-		head = (size_t)at.pos + 2;
-		struct evbuffer_ptr end;
-		evbuffer_ptr_set(b, &end, (size_t)at.pos + 1, EVBUFFER_PTR_SET);
-		struct evbuffer_ptr cl = evbuffer_search_range(b, "\ncontent-length:", 16, NULL, &end);
-		if (cl.pos >= 0) {
-			char line[16 + sizeof(digits)];
-			ev_ssize_t got = evbuffer_copyout_from(b, &cl, line, sizeof(line));
-			has_clen = true;
-			for (ev_ssize_t i = 16; i < got && line[i] != '\n'; i++)
-				digits[ndigits++] = line[i];
+		if (p[0] == '\n')
+			return 1;
+		const char *end = p + have, *clen_at = NULL;
+		/* Line by line (memchr is quick on short lines): the command,
+		 * the headers, the blank line. */
+		for (const char *line = memchr(p, '\n', have); line != NULL && ++line < end;
+		    line = memchr(line, '\n', (size_t)(end - line))) {
+			if (*line != '\n') {
+				if (clen_at == NULL && (size_t)(end - line) > 15 &&
+				    memcmp(line, "content-length:", 15) == 0)
+					clen_at = line + 15;
+				continue;
+			}
+			size_t head = (size_t)(line - p) + 1;
+			if (clen_at == NULL) /* no body: the NUL follows the blank line */
+				return head + 1 <= total ? head + 1 : 0;
+			uint64_t clen = 0;
+			for (const char *d = clen_at; *d != '\n'; d++) {
+				if (*d < '0' || *d > '9' || clen > (UINT64_MAX - 9) / 10)
+					return 0;
+				clen = clen * 10 + (uint64_t)(*d - '0');
+			}
+			return clen < total && head + clen + 1 <= total ? head + (size_t)clen + 1 : 0;
 		}
+		if (have == total)
+			return 0;
 	}
-	if (has_clen) {
-		for (size_t i = 0; i < ndigits; i++) {
-			if (digits[i] < '0' || digits[i] > '9' || clen > (UINT64_MAX - 9) / 10)
-				return 0;
-			clen = clen * 10 + (uint64_t)(digits[i] - '0');
-		}
-		return head + clen + 1 <= total ? head + (size_t)clen + 1 : 0;
-	}
-	/* No body: the NUL follows the blank line. */
-	return head + 1 <= total ? head + 1 : 0;
 }
 
 /* Is the frame at the front of b, n bytes, valid UTF-8 (for a text message)? */
@@ -394,7 +382,7 @@ ws_write(struct transport *t, struct evbuffer *out)
 	}
 	ssize_t total = 0;
 	size_t flen;
-	while (evbuffer_get_length(w->wire) < WS_OUT_MAX && (flen = frame_span(out)) > 0) {
+	while (evbuffer_get_length(w->wire) < WS_OUT_MAX && (flen = ws_frame_span(out)) > 0) {
 		unsigned op = w->server->binary || !frame_is_utf8(out, flen) ? WS_OP_BINARY : WS_OP_TEXT;
 		uint8_t hdr[10];
 		size_t hl = ws_frame_header(hdr, op, flen);

@@ -4,6 +4,10 @@
 #include <string.h>
 #include <strings.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
@@ -250,25 +254,42 @@ ws_frame_header(uint8_t out[10], unsigned opcode, uint64_t len)
 	return 10;
 }
 
-void
+bool
 ws_unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4], size_t phase)
 {
-	uint8_t m[8];
-	for (int i = 0; i < 8; i++)
+	uint8_t m[16];
+	for (int i = 0; i < 16; i++)
 		m[i] = mask[(phase + (size_t)i) & 3];
-	uint64_t m64;
-	memcpy(&m64, m, 8);
 	size_t i = 0;
-	/* Eight bytes at a time; dst <= src, and each store lands below the
-	 * next load, so working forwards is safe in place. */
+	/* Each store lands below the next load (dst <= src), so working
+	 * forwards is safe in place.  The high bits of what is written are
+	 * gathered on the way: all clear means ASCII, no UTF-8 check needed. */
+#ifdef __SSE2__
+	__m128i m128 = _mm_loadu_si128((const __m128i *)m), high = _mm_setzero_si128();
+	for (; i + 16 <= n; i += 16) {
+		__m128i w = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i)), m128);
+		high = _mm_or_si128(high, w);
+		_mm_storeu_si128((__m128i *)(dst + i), w);
+	}
+	bool any_high = _mm_movemask_epi8(high) != 0;
+#else
+	bool any_high = false;
+#endif
+	uint64_t m64, high64 = 0;
+	memcpy(&m64, m, 8);
 	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
 		memcpy(&w, src + i, 8);
 		w ^= m64;
+		high64 |= w;
 		memcpy(dst + i, &w, 8);
 	}
-	for (; i < n; i++)
+	uint8_t high8 = 0;
+	for (; i < n; i++) {
 		dst[i] = src[i] ^ m[i & 7];
+		high8 |= dst[i];
+	}
+	return any_high || (high64 & 0x8080808080808080ull) || (high8 & 0x80);
 }
 
 /* State: 0 between characters; else the continuation bytes still due (low
@@ -283,6 +304,14 @@ ws_utf8(uint32_t st, const uint8_t *p, size_t n)
 		return st;
 	while (i < n) {
 		if (st == 0) {
+#ifdef __SSE2__
+			for (; i + 32 <= n; i += 32) {
+				__m128i a = _mm_loadu_si128((const __m128i *)(p + i));
+				__m128i b = _mm_loadu_si128((const __m128i *)(p + i + 16));
+				if (_mm_movemask_epi8(_mm_or_si128(a, b)))
+					break;
+			}
+#endif
 			for (; i + 8 <= n; i += 8) {
 				uint64_t w;
 				memcpy(&w, p + i, 8);
@@ -356,8 +385,9 @@ ws_decode(struct ws_decoder *d, uint8_t *buf, size_t len, size_t *in, size_t *ou
 		if (d->left > 0) {
 			size_t k = len - *in < d->left ? len - *in : (size_t)d->left;
 			uint8_t *dst = buf + *out;
-			ws_unmask(dst, buf + *in, k, d->mask, d->phase);
-			if (d->text && (d->utf8 = ws_utf8(d->utf8, dst, k)) == WS_UTF8_BAD)
+			bool high = ws_unmask(dst, buf + *in, k, d->mask, d->phase);
+			if (d->text && (high || d->utf8 != 0) &&
+			    (d->utf8 = ws_utf8(d->utf8, dst, k)) == WS_UTF8_BAD)
 				return fail(d, WS_CLOSE_BAD_DATA, "text message is not valid UTF-8");
 			d->last = dst[k - 1];
 			d->any = true;

@@ -67,8 +67,9 @@ void ws_accept_key(const char *key, size_t key_len, char out[29]);
 /* A server frame's header (never masked): its length (2, 4 or 10). */
 size_t ws_frame_header(uint8_t out[10], unsigned opcode, uint64_t payload_len);
 
-/* dst[i] = src[i] ^ mask[(phase + i) % 4]; dst may be src or before it. */
-void ws_unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4], size_t phase);
+/* dst[i] = src[i] ^ mask[(phase + i) % 4]; dst may be src or before it.
+ * True if a byte written has its high bit set (is not ASCII). */
+bool ws_unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4], size_t phase);
 
 /* A streaming UTF-8 check: feed bytes in any split; 0 is the start state
  * and the state between characters. */
@@ -113,6 +114,14 @@ enum ws_decode_result ws_decode(struct ws_decoder *d, uint8_t *buf, size_t len, 
     size_t *out, struct ws_control *ctl);
 
 /* ---- the transport ---- */
+
+struct evbuffer;
+
+/* The length of the STOMP frame at the front of b (a lone EOL is a
+ * heart-beat), or 0 if b does not start with a whole one: how the output
+ * is cut into messages.  eftd writes content-length on every frame with a
+ * body.  May make the frame's head contiguous in b. */
+size_t ws_frame_span(struct evbuffer *b);
 
 /* WebSocket over inner (a tcp or tls transport, which it now owns): the
  * upgrade request is answered first, then STOMP bytes go in messages.

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <event2/buffer.h>
+
 #include "eft/ws.h"
 
 static const struct ws_server server = {
@@ -240,9 +242,23 @@ test_unmask_in_place_and_phases(void **state)
 		for (size_t shift = 0; shift < 10; shift++) {
 			memcpy(buf, src, 100);
 			/* In place, shifted down by `shift` (payload closing a header's gap). */
-			ws_unmask(buf, buf + shift, 100 - shift, mask, phase);
-			for (size_t i = 0; i + shift < 100; i++)
+			bool high = ws_unmask(buf, buf + shift, 100 - shift, mask, phase);
+			bool want_high = false;
+			for (size_t i = 0; i + shift < 100; i++) {
 				assert_int_equal(buf[i], src[i + shift] ^ mask[(phase + i) & 3]);
+				want_high |= buf[i] >= 0x80;
+			}
+			assert_int_equal(high, want_high);
+		}
+	}
+	/* ASCII out says so, whichever part of the loop saw the byte that is not. */
+	for (size_t len = 1; len < 70; len++) {
+		for (size_t at = 0; at < len; at++) {
+			uint8_t a[70] = { 0 }, z[4] = { 0 };
+			memset(a, 'a', len);
+			assert_false(ws_unmask(buf, a, len, z, 0));
+			a[at] = 0xC3;
+			assert_true(ws_unmask(buf, a, len, z, 0));
 		}
 	}
 }
@@ -514,6 +530,53 @@ test_utf8_checker(void **state)
 	}
 }
 
+/* Frames in b, each in pieces of `piece` bytes (chunks of their own). */
+static struct evbuffer *
+pieces(const char *data, size_t n, size_t piece)
+{
+	struct evbuffer *b = evbuffer_new();
+	for (size_t i = 0; i < n; i += piece) {
+		size_t k = n - i < piece ? n - i : piece;
+		struct evbuffer *one = evbuffer_new();
+		evbuffer_add(one, data + i, k);
+		evbuffer_add_buffer(b, one); /* moves the chunk: no merging */
+		evbuffer_free(one);
+	}
+	return b;
+}
+
+static void
+test_frame_span(void **state)
+{
+	(void)state;
+	static const char msg[] = "MESSAGE\nsubscription:0\ncontent-length:5\n\nhe\0lo";
+	static const char receipt[] = "RECEIPT\nreceipt-id:7\n\n";
+	char all[256];
+	size_t n = 0;
+	memcpy(all + n, msg, sizeof(msg));
+	n += sizeof(msg);
+	all[n++] = '\n'; /* a heart-beat */
+	memcpy(all + n, receipt, sizeof(receipt));
+	n += sizeof(receipt);
+	for (size_t piece = 1; piece <= n; piece++) {
+		struct evbuffer *b = pieces(all, n, piece);
+		assert_int_equal(ws_frame_span(b), sizeof(msg));
+		evbuffer_drain(b, sizeof(msg));
+		assert_int_equal(ws_frame_span(b), 1);
+		evbuffer_drain(b, 1);
+		assert_int_equal(ws_frame_span(b), sizeof(receipt));
+		evbuffer_drain(b, sizeof(receipt));
+		assert_int_equal(ws_frame_span(b), 0);
+		evbuffer_free(b);
+		/* Cut short anywhere: not a whole frame yet. */
+		for (size_t cut = 1; cut < sizeof(msg); cut += 5) {
+			b = pieces(all, cut, piece);
+			assert_int_equal(ws_frame_span(b), 0);
+			evbuffer_free(b);
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -535,6 +598,7 @@ main(void)
 		cmocka_unit_test(test_decode_utf8),
 		cmocka_unit_test(test_decode_unterminated),
 		cmocka_unit_test(test_utf8_checker),
+		cmocka_unit_test(test_frame_span),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
