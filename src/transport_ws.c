@@ -26,7 +26,7 @@
 
 struct ws {
 	struct transport t;        /* first: a struct ws is a struct transport */
-	const struct ws_server *server;
+	struct ws_server server;   /* a copy: the listener may close first (at shutdown) */
 	struct transport *inner;
 	struct event *kick;        /* decode again next turn: input is waiting in carry */
 	struct evbuffer *wire;     /* WebSocket frames the inner transport has not taken */
@@ -212,7 +212,7 @@ ws_read_request(struct ws *w)
 	}
 	char resp[1024], protocol[16], why[200];
 	size_t rlen;
-	int status = ws_handshake(w->server, w->request, end, resp, sizeof(resp), &rlen, protocol,
+	int status = ws_handshake(&w->server, w->request, end, resp, sizeof(resp), &rlen, protocol,
 	    sizeof(protocol), why, sizeof(why));
 	if (status != 101) {
 		transport_fail(&w->t, "WebSocket handshake refused: %d (%s)", status, why);
@@ -290,7 +290,9 @@ ws_read(struct transport *t, void *buf, size_t len)
 		/* A message that ended without its frame's NUL: the bytes handed
 		 * out end there, and the connection may supply the NUL. */
 		t->unterminated_end = res == WS_DECODE_UNTERMINATED && out > 0;
-		if (res == WS_DECODE_UNTERMINATED)
+		/* More to decode, or the end to report, with no new input to
+		 * wake the connection: come back on the next turn. */
+		if (res == WS_DECODE_UNTERMINATED || (w->ending && out > 0))
 			event_active(w->kick, EV_READ, 1);
 		if (out > 0)
 			return (ssize_t)out;
@@ -383,7 +385,7 @@ ws_write(struct transport *t, struct evbuffer *out)
 	ssize_t total = 0;
 	size_t flen;
 	while (evbuffer_get_length(w->wire) < WS_OUT_MAX && (flen = ws_frame_span(out)) > 0) {
-		unsigned op = w->server->binary || !frame_is_utf8(out, flen) ? WS_OP_BINARY : WS_OP_TEXT;
+		unsigned op = w->server.binary || !frame_is_utf8(out, flen) ? WS_OP_BINARY : WS_OP_TEXT;
 		uint8_t hdr[10];
 		size_t hl = ws_frame_header(hdr, op, flen);
 		if (evbuffer_add(w->wire, hdr, hl) != 0 ||
@@ -510,7 +512,7 @@ transport_ws_new(struct event_base *base, const struct ws_server *s, struct tran
 		return NULL;
 	}
 	w->t.ops = strcmp(kind, "wss") == 0 ? &wss_ops : &ws_ops;
-	w->server = s;
+	w->server = *s;
 	w->inner = inner;
 	ws_decoder_init(&w->dec, s->max_message);
 	w->wire = evbuffer_new();

@@ -123,7 +123,8 @@ struct evbuffer;
  * body.  May make the frame's head contiguous in b. */
 size_t ws_frame_span(struct evbuffer *b);
 
-/* WebSocket over inner (a tcp or tls transport, which it now owns): the
+/* WebSocket over inner (a tcp or tls transport, which it now owns; s is
+ * copied, its origins must outlive the connection): the
  * upgrade request is answered first, then STOMP bytes go in messages.
  * kind is "ws" or "wss".  NULL if out of memory (inner is then freed). */
 struct transport *transport_ws_new(struct event_base *base, const struct ws_server *s,

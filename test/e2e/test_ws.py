@@ -425,7 +425,8 @@ class ProtocolErrorTest(WsTest):
         frames = read_server_frames(s)
         s.close()
         self.assertEqual(close_code(frames), code, frames)
-        wait_for(lambda: log_text in self.broker.read_log(), 5, "'%s' in the log" % log_text)
+        wait_for(lambda: log_text in self.broker.read_log(), 5,
+                 "'%s' in the log:\n%s" % (log_text, self.broker.read_log()[-1500:]))
         self.assert_broker_fine()
 
     def assert_broker_fine(self):
@@ -509,6 +510,27 @@ class TimeoutTest(WsTest):
         f = w.read_frame()
         self.assertEqual(f.command, "ERROR")
         self.assertIn("frame timeout", f["message"])
+
+
+class ConnectionLimitTest(WsTest):
+    config = "max-connections = 2\n"
+
+    def test_past_max_connections_gets_503(self):
+        # The start-up probes count until eftd has seen them close.
+        wait_for(lambda: self.broker.read_log().count(": connection open") ==
+                 self.broker.read_log().count(": connection closed"), 5, "probes closed")
+        a = self.ws()
+        a.connect()
+        b = self.ws()
+        b.connect()
+        s, status, head = raw_upgrade(self.ws_port)
+        self.assertEqual(status, 503, head)
+        s.close()
+        wait_for(lambda: "connection limit (2) reached" in self.broker.read_log(), 5, "the limit logged")
+        # The two still work.
+        b.send_frame("SUBSCRIBE", [("id", "0"), ("destination", "/queue/l")])
+        a.send_frame("SEND", [("destination", "/queue/l")], b"still here")
+        self.assertEqual(b.expect("MESSAGE").body, b"still here")
 
 
 class SlowConsumerTest(WsTest):
