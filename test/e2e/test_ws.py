@@ -512,6 +512,21 @@ class TimeoutTest(WsTest):
         self.assertIn("frame timeout", f["message"])
 
 
+class BinaryFramesTest(WsTest):
+    config = "ws-frame = binary\n"
+
+    def test_every_message_is_binary(self):
+        w = self.ws()
+        w.connect()
+        w.send_frame("SUBSCRIBE", [("id", "0"), ("destination", "/queue/bin"), ("receipt", "r")])
+        w.expect("RECEIPT")
+        t = self.tcp()
+        t.send_frame("SEND", [("destination", "/queue/bin")], b"plain text")
+        self.assertEqual(w.expect("MESSAGE").body, b"plain text")
+        self.assertEqual(set(w.opcodes), {websocket.ABNF.OPCODE_BINARY})
+        self.assertEqual(w.messages, 3)   # CONNECTED, RECEIPT, MESSAGE
+
+
 class ConnectionLimitTest(WsTest):
     config = "max-connections = 2\n"
 
