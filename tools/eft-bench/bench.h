@@ -52,6 +52,9 @@ struct opts {
 	bool ws;                    /* --ws: STOMP over WebSocket (wss:// with --tls) */
 	struct ws_opts ws_opts;     /* --ws-path, --ws-binary */
 	long run_id;                /* unix time at start: part of destination names */
+	bool persistent;            /* --persistent: every SEND has persistent:true */
+	int receipt_window;         /* --receipt-window: a RECEIPT per SEND, at most this
+	                             * many outstanding; 0 = only the last SEND asks */
 };
 
 const char *ack_mode_name(enum ack_mode a);

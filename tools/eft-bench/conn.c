@@ -288,6 +288,10 @@ dispatch(struct loop *l, struct conn *c, const struct frame *f)
 			c->receipt_ns = c->rx_ns;
 			return;
 		}
+		if (c->on_receipt != NULL) {
+			c->on_receipt(c, f);
+			return;
+		}
 		char id[64];
 		frame_unescape(id, sizeof(id), f->h[HDR_RECEIPT_ID]);
 		loop_fail(l, c, "unexpected RECEIPT for '%s'", id);

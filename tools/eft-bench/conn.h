@@ -65,6 +65,7 @@ struct conn {
 	char version[16];       /* CONNECTED's version header */
 	uint64_t rx_ns;         /* when the bytes being parsed were read */
 	conn_frame_fn on_message; /* each MESSAGE */
+	conn_frame_fn on_receipt; /* each RECEIPT other than receipt_want; NULL: an error */
 	conn_fn after_read;     /* after the frames of one read: batch work such as ACKs */
 	conn_fn refill;         /* before each write: the producer adds frames to out */
 	void *arg;

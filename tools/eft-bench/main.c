@@ -65,6 +65,18 @@ static const char common_help[] =
 "      --ws-path PATH    the WebSocket request path (with --ws; default /ws;\n"
 "                        RabbitMQ's Web-STOMP: /ws on port 15674)\n"
 "      --ws-binary       send binary messages, not text ones (with --ws)\n"
+"      --persistent      every SEND carries persistent:true (rpc: requests and\n"
+"                        replies), which asks brokers that keep messages on\n"
+"                        disk (RabbitMQ, ActiveMQ, a durable eftd) to do so\n"
+"      --receipt-window N\n"
+"                        every SEND asks for a RECEIPT and at most N are\n"
+"                        outstanding: the producer waits for one before sending\n"
+"                        more, so a broker that syncs to disk before each\n"
+"                        RECEIPT is measured with up to N messages per sync.\n"
+"                        RECEIPTs must come back in order, each exactly once\n"
+"                        (receipt-id eft-bench-<seq>); one missing, extra or\n"
+"                        out of order fails the run.  0 (default): only the\n"
+"                        last SEND asks.  sendrecv, stream and fanout only\n"
 "  -n, --count N         messages per run; rpc: requests (default 100000;\n"
 "                        suffix k = x1000, m = x1000000)\n"
 "  -s, --size BYTES      message body size (default 1024, at least 32;\n"
@@ -120,6 +132,7 @@ static const char common_help[] =
 "  send_s recv_s total_s delivered msgs_per_s mb_per_s\n"
 "  lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us\n"
 "  lat_max_us lost duplicated reordered corrupted complete error transport\n"
+"  persistent receipt_window\n"
 "server is the broker's CONNECTED server header.  conns counts eft-bench's\n"
 "connections (sendrecv 1, stream 2, fanout K + 1, rpc clients + 1 responder);\n"
 "inflight is rpc's --inflight.  delivered counts good deliveries (fanout:\n"
@@ -129,9 +142,12 @@ static const char common_help[] =
 "but never received when the run finished or timed out waiting for them.\n"
 "complete is 1 (true) when every message went and came within the limits;\n"
 "error says why a run failed; transport is tcp, tls with --tls, ws with\n"
-"--ws, wss with both.  A run whose first connection cannot be made (nothing\n"
-"listening, unknown host, a failed TLS or WebSocket handshake) has no row:\n"
-"eft-bench stops there and says why in one line on stderr.\n"
+"--ws, wss with both.  persistent is 1 (true) with --persistent;\n"
+"receipt_window is --receipt-window (0: one RECEIPT, for the last SEND;\n"
+"empty in CSV, null in JSON, in rpc mode).  A run whose first connection\n"
+"cannot be made (nothing listening, unknown host, a failed TLS or WebSocket\n"
+"handshake) has no row: eft-bench stops there and says why in one line on\n"
+"stderr.\n"
 "\n"
 "Exit status: 0 when every run completed and every message checked out;\n"
 "1 when the broker could not be reached or a run failed (broker ERROR or\n"
@@ -145,9 +161,11 @@ static const char sendrecv_help[] =
 "One connection sends N messages of S bytes to a fresh queue, without\n"
 "receipts, except that the last SEND asks for a RECEIPT: send time runs from\n"
 "the first byte written to that RECEIPT, i.e. until the broker has taken\n"
-"every message.  The same connection then subscribes; receive time runs from\n"
-"SUBSCRIBE to the Nth MESSAGE.  Columns: send s, recv s, total s (their sum),\n"
-"msg/s = N / total s, MB/s = N * S / total s / 10^6.\n"
+"every message.  With --receipt-window W every SEND asks for one, at most W\n"
+"outstanding, and send time runs to the last of them.  The same connection\n"
+"then subscribes; receive time runs from SUBSCRIBE to the Nth MESSAGE.\n"
+"Columns: send s, recv s, total s (their sum), msg/s = N / total s,\n"
+"MB/s = N * S / total s / 10^6.\n"
 "\n"
 "Defaults: -n 100000 -s 1024.  With --sizes or --sweep, one row per size.\n"
 "\n";
@@ -322,7 +340,8 @@ add_size(struct opts *o, size_t size)
 enum {
 	OPT_LOGIN = 256, OPT_PASSCODE, OPT_VHOST, OPT_SIZES, OPT_SWEEP, OPT_ACK, OPT_CSV,
 	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
-	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY,
+	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY, OPT_PERSISTENT,
+	OPT_RECEIPT_WINDOW,
 };
 
 static void
@@ -358,6 +377,8 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "rpc-subscribe", no_argument, NULL, OPT_RPC_SUBSCRIBE },
 		{ "subscribers", required_argument, NULL, 'k' },
 		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "persistent", no_argument, NULL, OPT_PERSISTENT },
+		{ "receipt-window", required_argument, NULL, OPT_RECEIPT_WINDOW },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* Options that belong to one mode: the mode letters that allow them. */
@@ -499,6 +520,12 @@ parse_options(int argc, char **argv, struct opts *o)
 			only_paced = true;
 			break;
 		}
+		case OPT_PERSISTENT:
+			o->persistent = true;
+			break;
+		case OPT_RECEIPT_WINDOW:
+			o->receipt_window = parse_int_arg("--receipt-window", optarg, 0, 1000000);
+			break;
 		case ':':
 			usage_error("%s needs a value", argv[optind - 1]);
 		default:
@@ -513,6 +540,8 @@ parse_options(int argc, char **argv, struct opts *o)
 		usage_error("-k applies to fanout mode only");
 	if (only_paced && o->mode != MODE_STREAM && o->mode != MODE_FANOUT)
 		usage_error("--rate applies to stream and fanout modes only");
+	if (o->receipt_window > 0 && o->mode == MODE_RPC)
+		usage_error("--receipt-window applies to sendrecv, stream and fanout modes only");
 	if (single_size && many_sizes)
 		usage_error("use -s or --sizes/--sweep, not both");
 	if (!o->tls && (o->ca != NULL || o->insecure || o->sni != NULL))

@@ -72,11 +72,13 @@ measure(struct pubsub *ps, struct loop *l, struct conn **subs, struct conn *pc, 
 	if (!session_wait_receipts(l))
 		return;
 
-	producer_init(&ps->prod, pc, dest, ps->size, o->count, o->rate, FLOW_LOW, FLOW_HIGH);
+	producer_init(&ps->prod, pc, o, dest, ps->size, o->count, o->rate, FLOW_LOW, FLOW_HIGH);
 	ps->have_prod = true;
 	uint64_t t0 = now_ns();
 	producer_start(&ps->prod, t0);
 	enum loop_status st = loop_run(l, all_done, ps);
+	if (st != LOOP_OK)
+		producer_note_failure(&ps->prod);
 
 	uint64_t end = 0;
 	for (int i = 0; i < ps->ncons; i++) {

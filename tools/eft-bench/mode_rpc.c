@@ -174,6 +174,8 @@ responder_message(struct conn *c, const struct frame *f)
 	frame_begin(b, "SEND");
 	frame_header_raw(b, "destination", reply_to);
 	frame_header_raw(b, "correlation-id", corr);
+	if (rp->o->persistent)
+		frame_header(b, "persistent", "true");
 	frame_header_u64(b, "content-length", f->body_len);
 	frame_finish(b, f->body, f->body_len);
 	acker_message(&rp->resp_ack, c, f);
@@ -269,7 +271,7 @@ mode_rpc(const struct opts *o, size_t size, int row, struct result *r)
 	rp.state = xcalloc((size_t)o->count, sizeof(*rp.state));
 	rp.clients = xcalloc((size_t)rp.nclients, sizeof(*rp.clients));
 	bench_dest_name(service, sizeof(service), o, "/queue/eft-bench-rpc", size, row);
-	sender_init(&rp.req, service, size, "reply-to:" RPC_TEMP_QUEUE);
+	sender_init(&rp.req, service, size, "reply-to:" RPC_TEMP_QUEUE, o->persistent);
 	r->conns = rp.nclients + 1;
 
 	rp.responder = session_open(&l, o, "responder");

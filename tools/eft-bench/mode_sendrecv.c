@@ -3,7 +3,8 @@
  *
  * Send time ends at the RECEIPT for the last SEND (the broker has taken all
  * of them), not when the last byte left eft-bench; receive time runs from
- * SUBSCRIBE to the Nth MESSAGE. */
+ * SUBSCRIBE to the Nth MESSAGE.  With --receipt-window every SEND has its
+ * RECEIPT, and send time still ends at the last one. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -55,17 +56,20 @@ measure(struct sendrecv *s, struct loop *l, struct conn *c, const char *dest, st
 {
 	const struct opts *o = s->o;
 
-	producer_init(&s->prod, c, dest, s->size, o->count, 0, SEND_LOW, SEND_HIGH);
+	producer_init(&s->prod, c, o, dest, s->size, o->count, 0, SEND_LOW, SEND_HIGH);
 	s->sending = true;
 	uint64_t t0 = now_ns();
 	producer_start(&s->prod, t0);
 	if (loop_run(l, sent_all, s) != LOOP_OK) {
+		producer_note_failure(&s->prod);
 		r->total_s = (double)(now_ns() - t0) / 1e9;
 		return;
 	}
 	r->send_s = (double)(c->receipt_ns - t0) / 1e9;
 
+	/* From here on a RECEIPT for a SEND is one too many: conn.c fails it. */
 	c->refill = NULL;
+	c->on_receipt = NULL;
 	consumer_init(&s->cons, c, o, s->size, o->count, NULL);
 	s->receiving = true;
 	session_subscribe(c, o, dest, "0", o->ack, NULL);

@@ -21,7 +21,7 @@ static const char *const columns[] = {
 	"send_s", "recv_s", "total_s", "delivered", "msgs_per_s", "mb_per_s",
 	"lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us",
 	"lat_max_us", "lost", "duplicated", "reordered", "corrupted", "complete", "error",
-	"transport",
+	"transport", "persistent", "receipt_window",
 };
 #define NCOLUMNS (sizeof(columns) / sizeof(columns[0]))
 
@@ -215,6 +215,10 @@ text_header(const struct result *r)
 		printf(", %d subscribers", o->subscribers);
 	if ((o->mode == MODE_STREAM || o->mode == MODE_FANOUT) && o->rate > 0)
 		printf(", paced at %.0f msg/s", o->rate);
+	if (o->persistent)
+		printf(", persistent");
+	if (o->receipt_window > 0)
+		printf(", a RECEIPT per SEND, %d outstanding at most", o->receipt_window);
 	printf("\n");
 	switch (o->mode) {
 	case MODE_SENDRECV:
@@ -363,6 +367,11 @@ row_cells(const struct result *r, struct cell *c)
 	else
 		NUL();
 	STR(o->ws ? (o->tls ? "wss" : "ws") : o->tls ? "tls" : "tcp");
+	c[i++] = (struct cell){ .kind = K_BOOL, .u = o->persistent };
+	if (o->mode == MODE_RPC)
+		NUL();
+	else
+		INT(o->receipt_window);
 #undef STR
 #undef INT
 #undef NUM

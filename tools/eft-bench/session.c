@@ -140,13 +140,16 @@ session_note_server(const struct loop *l, struct result *r)
 /* ---- sending ---- */
 
 void
-sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header)
+sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header,
+    bool persistent)
 {
 	buf_init(&s->head, 256);
 	frame_begin(&s->head, "SEND");
 	frame_header(&s->head, "destination", dest);
 	if (extra_header != NULL)
 		frame_header_line(&s->head, extra_header);
+	if (persistent)
+		frame_header(&s->head, "persistent", "true");
 	frame_header_u64(&s->head, "content-length", size);
 	s->size = size;
 }
@@ -172,6 +175,81 @@ sender_put(const struct sender *s, struct buf *out, const char *extra, size_t ex
 	p += s->size;
 	*p++ = '\0';
 	buf_commit(out, (size_t)(p - start));
+}
+
+#define RECEIPT_SEQ_PREFIX "eft-bench-"
+
+/* "receipt:eft-bench-<seq>\n" into out; its length. */
+static size_t
+receipt_line(char *out, size_t outlen, uint64_t seq)
+{
+	int n = snprintf(out, outlen, "receipt:" RECEIPT_SEQ_PREFIX "%" PRIu64 "\n", seq);
+	return (size_t)n;
+}
+
+/* --receipt-window: each SEND asks for its own RECEIPT, at most window of
+ * them outstanding.  Kept apart from producer_refill so that the usual
+ * path has no per-message work added. */
+static void
+producer_refill_window(struct conn *c)
+{
+	struct producer *p = c->arg;
+	if (p->sent >= p->n || p->sent - p->acked >= p->window ||
+	    buf_pending(&c->out) >= p->low)
+		return;
+	uint64_t now = now_ns(), due = p->n;
+	if (p->rate > 0) {
+		due = (uint64_t)((double)(now - p->t0) * p->rate / 1e9) + 1;
+		if (due > p->n)
+			due = p->n;
+	}
+	while (p->sent < due && p->sent - p->acked < p->window &&
+	    buf_pending(&c->out) < p->high) {
+		uint64_t seq = p->sent++;
+		uint64_t ts = p->rate > 0 ? p->t0 + (uint64_t)((double)seq * 1e9 / p->rate) : now;
+		char line[64];
+		size_t len = receipt_line(line, sizeof(line), seq);
+		sender_put(&p->snd, &c->out, line, len, seq, ts);
+	}
+	/* A full window waits for a RECEIPT, which brings the loop back by itself. */
+	if (p->rate > 0 && p->sent < p->n && p->sent - p->acked < p->window)
+		loop_wake_at(c->loop, p->t0 + (uint64_t)((double)p->sent * 1e9 / p->rate));
+}
+
+/* A RECEIPT on the producer's connection (--receipt-window): it must be the
+ * one for the oldest SEND still waiting. */
+static void
+producer_receipt(struct conn *c, const struct frame *f)
+{
+	struct producer *p = c->arg;
+	char want[48], got[64];
+	snprintf(want, sizeof(want), RECEIPT_SEQ_PREFIX "%" PRIu64, p->acked);
+	if (p->acked < p->sent && frame_hval_is(f->h[HDR_RECEIPT_ID], want)) {
+		if (++p->acked == p->n) {
+			c->receipt_got = true;
+			c->receipt_ns = c->rx_ns;
+		}
+		return;
+	}
+	frame_unescape(got, sizeof(got), f->h[HDR_RECEIPT_ID]);
+	if (p->acked >= p->sent)
+		loop_fail(c->loop, c, "RECEIPT for '%s' when none was outstanding (%" PRIu64
+		    " SENDs, %" PRIu64 " RECEIPTs so far)", got, p->sent, p->acked);
+	else
+		loop_fail(c->loop, c, "RECEIPT for '%s' where '%s' was due: receipts must come "
+		    "back in order, each once", got, want);
+}
+
+void
+producer_note_failure(const struct producer *p)
+{
+	struct loop *l = p->c->loop;
+	if (p->window == 0 || l->status != LOOP_IDLE || p->acked >= p->sent)
+		return;
+	snprintf(l->err, sizeof(l->err), "%s connection: no RECEIPT for '" RECEIPT_SEQ_PREFIX
+	    "%" PRIu64 "' within %.1f s (--timeout): %" PRIu64 " of %" PRIu64 " SENDs have "
+	    "their RECEIPT, %" PRIu64 " outstanding", p->c->name, p->acked,
+	    (double)l->timeout_ns / 1e9, p->acked, p->sent, p->sent - p->acked);
 }
 
 static void
@@ -206,12 +284,13 @@ producer_refill(struct conn *c)
 }
 
 void
-producer_init(struct producer *p, struct conn *c, const char *dest, size_t size, uint64_t n,
-    double rate, size_t low, size_t high)
+producer_init(struct producer *p, struct conn *c, const struct opts *o, const char *dest,
+    size_t size, uint64_t n, double rate, size_t low, size_t high)
 {
 	memset(p, 0, sizeof(*p));
 	p->c = c;
-	sender_init(&p->snd, dest, size, NULL);
+	sender_init(&p->snd, dest, size, NULL, o->persistent);
+	p->window = (uint64_t)o->receipt_window;
 	p->n = n;
 	p->rate = rate;
 	p->low = low;
@@ -229,7 +308,13 @@ producer_start(struct producer *p, uint64_t t0)
 {
 	p->t0 = t0;
 	p->c->arg = p;
-	p->c->refill = producer_refill;
+	if (p->window > 0) {
+		conn_expect_receipt(p->c, ""); /* the last receipt sets receipt_got */
+		p->c->on_receipt = producer_receipt;
+		p->c->refill = producer_refill_window;
+	} else {
+		p->c->refill = producer_refill;
+	}
 }
 
 /* ---- acknowledging ---- */

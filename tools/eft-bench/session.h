@@ -45,7 +45,10 @@ struct sender {
 	size_t size;
 };
 
-void sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header);
+/* extra_header ("name:value", or NULL) goes into every SEND, and so does
+ * persistent:true when persistent is set. */
+void sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header,
+    bool persistent);
 void sender_free(struct sender *s);
 /* Append SEND number seq: prefix, the already formatted header lines in
  * extra (may be empty), blank line, payload, NUL. */
@@ -53,18 +56,24 @@ void sender_put(const struct sender *s, struct buf *out, const char *extra, size
     uint64_t seq, uint64_t sent_ns);
 
 /* Sends messages 0..n-1 from a connection's refill hook; the last one asks
- * for a RECEIPT, so "sent" means the broker has taken every message. */
+ * for a RECEIPT, so "sent" means the broker has taken every message.  With a
+ * receipt window W (--receipt-window), every SEND asks for a RECEIPT
+ * (receipt-id eft-bench-<seq>), at most W are outstanding, and they must
+ * come back in order, each exactly once; "sent" is then the last one. */
 struct producer {
 	struct conn *c;
 	struct sender snd;
 	uint64_t n, sent;
+	uint64_t window;   /* receipts outstanding at most; 0 = only the last SEND asks */
+	uint64_t acked;    /* receipts received (window > 0) */
 	uint64_t t0;       /* when sending started */
 	double rate;       /* messages/s; 0 = as fast as the socket takes them */
 	size_t low, high;  /* refill when pending output drops below low, up to high */
 };
 
-void producer_init(struct producer *p, struct conn *c, const char *dest, size_t size, uint64_t n,
-    double rate, size_t low, size_t high);
+/* --persistent and --receipt-window come from o. */
+void producer_init(struct producer *p, struct conn *c, const struct opts *o, const char *dest,
+    size_t size, uint64_t n, double rate, size_t low, size_t high);
 void producer_free(struct producer *p);
 /* Start sending at t0 (refills from the next loop turn on). */
 void producer_start(struct producer *p, uint64_t t0);
@@ -73,6 +82,9 @@ producer_confirmed(const struct producer *p)
 {
 	return p->c->receipt_got;
 }
+/* After a failed loop_run: a --timeout while receipts were outstanding is
+ * reported as the receipt that did not come. */
+void producer_note_failure(const struct producer *p);
 
 /* Acknowledges MESSAGEs as the ack mode asks: client-individual ACKs each,
  * client sends one cumulative ACK for the newest message of each read. */
