@@ -30,10 +30,13 @@ EFT_BENCH = os.environ.get("EFT_BENCH", os.path.join(ROOT, BUILD, "eft-bench"))
 COLUMNS = ("mode server host port size count conns inflight ack "
            "send_s recv_s total_s delivered msgs_per_s mb_per_s "
            "lat_min_us lat_mean_us lat_p50_us lat_p90_us lat_p99_us lat_p999_us "
-           "lat_max_us lost duplicated reordered corrupted complete error transport").split()
+           "lat_max_us lost duplicated reordered corrupted complete error transport "
+           "persistent receipt_window").split()
 TEXT = {"mode", "server", "host", "ack", "error", "transport"}
 INTS = {"port", "size", "count", "conns", "inflight", "delivered",
-        "lost", "duplicated", "reordered", "corrupted", "complete"}
+        "lost", "duplicated", "reordered", "corrupted", "complete", "persistent",
+        "receipt_window"}
+BOOLS = ("complete", "persistent")
 LATENCY = ["lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us",
            "lat_p999_us", "lat_max_us"]
 CHECKS = ("lost", "duplicated", "reordered", "corrupted")
@@ -82,7 +85,7 @@ def parse_json(test, out):
         test.assertEqual(list(obj), COLUMNS, "JSON keys")
         for col in COLUMNS:
             v = obj[col]
-            if col in ("complete",):
+            if col in BOOLS:
                 test.assertIsInstance(v, bool)
             elif col in TEXT:
                 test.assertTrue(v is None or isinstance(v, str), "%s: %r" % (col, v))
@@ -135,6 +138,8 @@ class EftBenchModes(BrokerTest):
         self.assertEqual(r["complete"], 1)
         self.assertEqual(r["error"], "")
         self.assertEqual(r["transport"], harness.TRANSPORT)
+        self.assertEqual(r["persistent"], 0)
+        self.assertEqual(r["receipt_window"], None if mode == "rpc" else 0)
         for col in CHECKS:
             self.assertEqual(r[col], 0, col)
         for col in ("total_s", "msgs_per_s", "mb_per_s"):
@@ -636,6 +641,212 @@ class EftBenchWsFake(unittest.TestCase):
         self.assertEqual(rc, 0)
         for opt in ("--ws ", "--ws-path PATH", "--ws-binary", "wss"):
             self.assertIn(opt, out)
+
+
+class ReceiptFake(FakeBroker):
+    """FakeBroker that holds the RECEIPTs for SENDs until eft-bench has been
+    quiet for a moment (so a producer that ignored its window would show
+    more outstanding), and counts: SENDs and their headers, receipts asked
+    for and not yet given (the most at any time).  receipts(ids) may tamper
+    with each batch of receipt-ids before they go out."""
+
+    HOLD = 0.02     # seconds of silence before the held receipts go out
+
+    def __init__(self, receipts=None, **kw):
+        super().__init__(**kw)
+        self.tamper_receipts = receipts or (lambda ids: ids)
+        self.sends = []             # the SEND frames, in order
+        self.outstanding = 0
+        self.max_outstanding = 0
+
+    def serve_frames(self, sock):
+        sock.settimeout(self.HOLD)
+        deadline = time.monotonic() + 20 * SLOW
+        buf = b""
+        conn = {"stored": [], "msg_id": 0, "held": []}
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                self.release(sock, conn)
+                continue
+            if not data:
+                return
+            frames, buf, _ = parse_frames(buf + data)
+            for f in frames:
+                if f.command == "SEND" and f.get("receipt") is not None:
+                    self.sends.append(f)
+                    conn["stored"].append((f["destination"], f.body))
+                    conn["held"].append(f["receipt"])
+                    self.outstanding += 1
+                    self.max_outstanding = max(self.max_outstanding, self.outstanding)
+                    continue
+                if f.command == "SEND":
+                    self.sends.append(f)
+                self.release(sock, conn)
+                if not self.answer(sock, f, conn):
+                    return
+
+    def release(self, sock, conn):
+        if not conn["held"]:
+            return
+        ids, conn["held"] = conn["held"], []
+        self.outstanding -= len(ids)
+        sock.sendall(b"".join(frame("RECEIPT", [("receipt-id", i)])
+                              for i in self.tamper_receipts(ids)))
+
+
+class EftBenchPersistent(unittest.TestCase):
+    """--persistent puts persistent:true on every SEND; --receipt-window N
+    asks a RECEIPT for every SEND and never has more than N outstanding; a
+    missing, extra or out-of-order RECEIPT fails the run."""
+
+    def run_fake(self, fake, *extra, count=60, expect_rc=0):
+        with fake:
+            t0 = time.monotonic()
+            rc, out, err = bench("sendrecv", "-p", fake.port, "-n", count, "-s", 64, "-t", 1,
+                                 "-d", 15, "--csv", *extra, timeout=20)
+            elapsed = time.monotonic() - t0
+        self.assertEqual(fake.failures, [], "the fake broker itself failed")
+        self.assertEqual(rc, expect_rc, "exit %d\nstdout: %s\nstderr: %s" % (rc, out, err))
+        self.assertLess(elapsed, 10 * SLOW, "eft-bench took %.1f s" % elapsed)
+        (row,) = parse_csv(self, out)
+        return row, err
+
+    def test_persistent_on_every_send(self):
+        fake = FakeBroker()
+        row, _ = self.run_fake(fake, "--persistent")
+        self.assertEqual((row["persistent"], row["receipt_window"], row["delivered"]), (1, 0, 60))
+        self.assertEqual(fake.frames_seen.count("SEND"), 60)
+
+        fake = ReceiptFake()
+        row, _ = self.run_fake(fake, "--persistent", "--receipt-window", 7)
+        self.assertEqual(len(fake.sends), 60)
+        for f in fake.sends:
+            self.assertEqual([v for k, v in f.headers if k == "persistent"], ["true"], f)
+
+    def test_not_persistent_by_default(self):
+        fake = ReceiptFake()
+        row, _ = self.run_fake(fake, "--receipt-window", 3)
+        self.assertEqual((row["persistent"], row["receipt_window"]), (0, 3))
+        self.assertEqual([f for f in fake.sends if f.get("persistent") is not None], [])
+
+    def test_window_bounds_receipts_outstanding(self):
+        for window in (1, 5, 16):
+            fake = ReceiptFake()
+            row, _ = self.run_fake(fake, "--persistent", "--receipt-window", window)
+            self.assertEqual((row["complete"], row["delivered"], row["receipt_window"]),
+                             (1, 60, window))
+            # every SEND asked for its own receipt, numbered in order
+            self.assertEqual([f.get("receipt") for f in fake.sends],
+                             ["eft-bench-%d" % i for i in range(60)])
+            # never more than the window outstanding, and the window was used
+            self.assertEqual(fake.max_outstanding, window)
+
+    def test_without_window_only_the_last_send_asks(self):
+        fake = ReceiptFake()
+        self.run_fake(fake, "--persistent")
+        self.assertEqual(fake.max_outstanding, 1)
+        self.assertEqual(len(fake.sends), 60)
+        self.assertEqual([f.get("receipt") for f in fake.sends].count(None), 59)
+
+    def test_receipts_out_of_order(self):
+        def swap(ids):
+            return list(reversed(ids)) if "eft-bench-10" in ids else ids
+        row, err = self.run_fake(ReceiptFake(receipts=swap), "--receipt-window", 4, expect_rc=1)
+        self.assertEqual(row["complete"], 0)
+        self.assertIn("receipts must come back in order", row["error"])
+        self.assertIn("receipts must come back in order", err)
+
+    def test_receipt_missing(self):
+        """One skipped in the middle shows as the next one coming early; the
+        last one missing as --timeout with the receipt named."""
+        def drop(ids, which):
+            return [i for i in ids if i != which]
+        row, err = self.run_fake(ReceiptFake(receipts=lambda ids: drop(ids, "eft-bench-21")),
+                                 "--receipt-window", 4, expect_rc=1)
+        self.assertEqual(row["complete"], 0)
+        self.assertIn("RECEIPT for 'eft-bench-22' where 'eft-bench-21' was due", row["error"])
+        row, err = self.run_fake(ReceiptFake(receipts=lambda ids: drop(ids, "eft-bench-59")),
+                                 "--receipt-window", 4, expect_rc=1)
+        self.assertEqual(row["complete"], 0)
+        self.assertIn("no RECEIPT for 'eft-bench-59' within 1.0 s (--timeout): 59 of 60 SENDs "
+                      "have their RECEIPT, 1 outstanding", row["error"])
+
+    def test_receipt_extra(self):
+        for twice in ("eft-bench-30", "eft-bench-59"):
+            def dup(ids, twice=twice):
+                return [j for i in ids for j in ([i, i] if i == twice else [i])]
+            row, err = self.run_fake(ReceiptFake(receipts=dup), "--receipt-window", 4,
+                                     expect_rc=1)
+            self.assertEqual(row["complete"], 0)
+            self.assertIn("RECEIPT for '%s'" % twice, row["error"])
+
+    def test_usage_and_help(self):
+        rc, out, err = bench("rpc", "--receipt-window", 3)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--receipt-window applies to sendrecv, stream and fanout", err)
+        rc, out, err = bench("sendrecv", "--receipt-window", "x")
+        self.assertEqual(rc, 2, err)
+        rc, out, err = bench("--help")
+        self.assertEqual(rc, 0)
+        for opt in ("--persistent", "--receipt-window N", "persistent receipt_window"):
+            self.assertIn(opt, out)
+
+
+class EftBenchPersistentEftd(BrokerTest):
+    """--persistent and --receipt-window against a real eftd, in the modes
+    that take them: every message checked, the settings in the row, and
+    eftd logs nothing wrong."""
+
+    def run_mode(self, mode, *args):
+        rc, out, err = bench(mode, "-p", self.broker.port, "-n", N, "-t", 10 * SLOW,
+                             "-d", 20 * SLOW, "--json", *args)
+        self.assertEqual(rc, 0, "eft-bench %s %s: exit %d\n%s\n%s" % (mode, args, rc, out, err))
+        (r,) = parse_json(self, out)
+        self.assertEqual((r["complete"], r["error"], r["delivered"]),
+                         (True, None, N * (2 if mode == "fanout" else 1)))
+        for col in CHECKS:
+            self.assertEqual(r[col], 0, col)
+        return r
+
+    def test_modes(self):
+        for window in (1, 100):
+            r = self.run_mode("sendrecv", "--persistent", "--receipt-window", window)
+            self.assertEqual((r["persistent"], r["receipt_window"]), (True, window))
+            self.assertGreater(r["send_s"], 0)
+        r = self.run_mode("stream", "--persistent", "--receipt-window", 10)
+        self.assertEqual((r["persistent"], r["receipt_window"]), (True, 10))
+        r = self.run_mode("fanout", "-k", 2, "--receipt-window", 10, "--rate", 20000)
+        self.assertEqual((r["persistent"], r["receipt_window"]), (False, 10))
+        r = self.run_mode("rpc", "--persistent")
+        self.assertEqual((r["persistent"], r["receipt_window"]), (True, None))
+        log = self.broker.read_log()
+        for line in log.splitlines():
+            for bad in (" warn: ", " error: ", "protocol error", "middle of a frame"):
+                self.assertNotIn(bad, line)
+
+    def test_persistent_header_reaches_a_subscriber(self):
+        """eftd passes persistent:true through: a raw subscriber on the topic
+        eft-bench fanout uses sees it (the name comes from eft-bench's pid)."""
+        p = subprocess.Popen([str(a) for a in (EFT_BENCH, "fanout", "-p", self.broker.port,
+                              "-n", 200, "-k", 1, "--rate", 100, "--persistent", "-q",
+                              "-t", 10 * SLOW)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            # fanout's topic: /topic/eft-bench-<pid>-<unix time>-1024; the time is
+            # taken at start, so try the seconds around now
+            c = self.client()
+            now = int(time.time())
+            for i, t in enumerate(range(now - 2, now + 3)):
+                c.send_frame("SUBSCRIBE", [("id", str(i)), ("destination",
+                             "/topic/eft-bench-%d-%d-1024" % (p.pid, t))])
+            f = c.expect("MESSAGE", timeout=5)
+            self.assertEqual(f.get("persistent"), "true", f)
+        finally:
+            p.kill()
+            p.communicate(timeout=10)
 
 
 class BenchScript(unittest.TestCase):
