@@ -266,6 +266,19 @@ ws_unmask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t mask[4], siz
 	 * gathered on the way: all clear means ASCII, no UTF-8 check needed. */
 #ifdef __SSE2__
 	__m128i m128 = _mm_loadu_si128((const __m128i *)m), high = _mm_setzero_si128();
+	for (; i + 64 <= n; i += 64) {
+		__m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i)), m128);
+		__m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i + 16)), m128);
+		__m128i c = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i + 32)), m128);
+		__m128i d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i + 48)), m128);
+		high = _mm_or_si128(high, _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d)));
+		/* All four are loaded before any is stored, and dst <= src:
+		 * no store reaches bytes still to be loaded. */
+		_mm_storeu_si128((__m128i *)(dst + i), a);
+		_mm_storeu_si128((__m128i *)(dst + i + 16), b);
+		_mm_storeu_si128((__m128i *)(dst + i + 32), c);
+		_mm_storeu_si128((__m128i *)(dst + i + 48), d);
+	}
 	for (; i + 16 <= n; i += 16) {
 		__m128i w = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i)), m128);
 		high = _mm_or_si128(high, w);
@@ -305,12 +318,17 @@ ws_utf8(uint32_t st, const uint8_t *p, size_t n)
 	while (i < n) {
 		if (st == 0) {
 #ifdef __SSE2__
-			for (; i + 32 <= n; i += 32) {
+			for (; i + 64 <= n; i += 64) {
 				__m128i a = _mm_loadu_si128((const __m128i *)(p + i));
 				__m128i b = _mm_loadu_si128((const __m128i *)(p + i + 16));
-				if (_mm_movemask_epi8(_mm_or_si128(a, b)))
+				__m128i c = _mm_loadu_si128((const __m128i *)(p + i + 32));
+				__m128i d = _mm_loadu_si128((const __m128i *)(p + i + 48));
+				if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d))))
 					break;
 			}
+			for (; i + 16 <= n; i += 16)
+				if (_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i))))
+					break;
 #endif
 			for (; i + 8 <= n; i += 8) {
 				uint64_t w;
