@@ -794,6 +794,11 @@ class EftBenchPersistent(unittest.TestCase):
             self.assertIn(opt, out)
 
 
+def tls_args():
+    """What eft-bench needs to reach the run's eftd: TLS in the tls pass."""
+    return ["--tls", "--ca", harness.certs().ca] if harness.TRANSPORT == "tls" else []
+
+
 class EftBenchPersistentEftd(BrokerTest):
     """--persistent and --receipt-window against a real eftd, in the modes
     that take them: every message checked, the settings in the row, and
@@ -801,7 +806,7 @@ class EftBenchPersistentEftd(BrokerTest):
 
     def run_mode(self, mode, *args):
         rc, out, err = bench(mode, "-p", self.broker.port, "-n", N, "-t", 10 * SLOW,
-                             "-d", 20 * SLOW, "--json", *args)
+                             "-d", 20 * SLOW, "--json", *(tls_args() + list(args)))
         self.assertEqual(rc, 0, "eft-bench %s %s: exit %d\n%s\n%s" % (mode, args, rc, out, err))
         (r,) = parse_json(self, out)
         self.assertEqual((r["complete"], r["error"], r["delivered"]),
@@ -831,7 +836,7 @@ class EftBenchPersistentEftd(BrokerTest):
         eft-bench fanout uses sees it (the name comes from eft-bench's pid)."""
         p = subprocess.Popen([str(a) for a in (EFT_BENCH, "fanout", "-p", self.broker.port,
                               "-n", 200, "-k", 1, "--rate", 100, "--persistent", "-q",
-                              "-t", 10 * SLOW)],
+                              "-t", 10 * SLOW, *tls_args())],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         try:
