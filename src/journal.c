@@ -118,7 +118,8 @@ list_segments(const char *dir, uint32_t **out, size_t *n, char *err, size_t errl
 		segs[count++] = num;
 	}
 	closedir(d);
-	qsort(segs, count, sizeof(*segs), cmp_u32);
+	if (count > 1)
+		qsort(segs, count, sizeof(*segs), cmp_u32);
 	*out = segs;
 	*n = count;
 	return 0;
