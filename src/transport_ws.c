@@ -482,25 +482,10 @@ ws_kick_cb(evutil_socket_t fd, short what, void *arg)
 		w->t.on_readable(w->t.arg);
 }
 
-static const struct transport_ops ws_ops = {
-	.kind = "ws",
-	.read = ws_read,
-	.write = ws_write,
-	.pending = ws_pending,
-	.want = ws_want,
-	.shutdown = ws_shutdown,
-	.free = ws_free,
-};
-
-static const struct transport_ops wss_ops = {
-	.kind = "wss",
-	.read = ws_read,
-	.write = ws_write,
-	.pending = ws_pending,
-	.want = ws_want,
-	.shutdown = ws_shutdown,
-	.free = ws_free,
-};
+/* ws:// and wss:// differ only in the name their log lines give. */
+#define WS_OPS(name) { .kind = name, .read = ws_read, .write = ws_write, .pending = ws_pending, \
+	.want = ws_want, .shutdown = ws_shutdown, .free = ws_free }
+static const struct transport_ops ws_ops = WS_OPS("ws"), wss_ops = WS_OPS("wss");
 
 struct transport *
 transport_ws_new(struct event_base *base, const struct ws_server *s, struct transport *inner,

@@ -187,6 +187,26 @@ receipt_line(char *out, size_t outlen, uint64_t seq)
 	return (size_t)n;
 }
 
+/* How many messages should have been sent by now: all of them flat out,
+ * else as many as the rate has come to. */
+static inline uint64_t
+producer_due(const struct producer *p, uint64_t now)
+{
+	if (p->rate <= 0)
+		return p->n;
+	uint64_t due = (uint64_t)((double)(now - p->t0) * p->rate / 1e9) + 1;
+	return due < p->n ? due : p->n;
+}
+
+/* Paced runs stamp each message with its scheduled time, so a broker that
+ * falls behind shows it in the latency (no coordinated omission).  Flat
+ * out, one clock read per batch: the batch goes out in the same write. */
+static inline uint64_t
+producer_stamp(const struct producer *p, uint64_t seq, uint64_t now)
+{
+	return p->rate > 0 ? p->t0 + (uint64_t)((double)seq * 1e9 / p->rate) : now;
+}
+
 /* --receipt-window: each SEND asks for its own RECEIPT, at most window of
  * them outstanding.  Kept apart from producer_refill so that the usual
  * path has no per-message work added. */
@@ -197,16 +217,11 @@ producer_refill_window(struct conn *c)
 	if (p->sent >= p->n || p->sent - p->acked >= p->window ||
 	    buf_pending(&c->out) >= p->low)
 		return;
-	uint64_t now = now_ns(), due = p->n;
-	if (p->rate > 0) {
-		due = (uint64_t)((double)(now - p->t0) * p->rate / 1e9) + 1;
-		if (due > p->n)
-			due = p->n;
-	}
+	uint64_t now = now_ns(), due = producer_due(p, now);
 	while (p->sent < due && p->sent - p->acked < p->window &&
 	    buf_pending(&c->out) < p->high) {
 		uint64_t seq = p->sent++;
-		uint64_t ts = p->rate > 0 ? p->t0 + (uint64_t)((double)seq * 1e9 / p->rate) : now;
+		uint64_t ts = producer_stamp(p, seq, now);
 		char line[64];
 		size_t len = receipt_line(line, sizeof(line), seq);
 		sender_put(&p->snd, &c->out, line, len, seq, ts);
@@ -259,19 +274,10 @@ producer_refill(struct conn *c)
 	struct producer *p = c->arg;
 	if (p->sent >= p->n || buf_pending(&c->out) >= p->low)
 		return;
-	uint64_t now = now_ns(), due = p->n;
-	if (p->rate > 0) {
-		due = (uint64_t)((double)(now - p->t0) * p->rate / 1e9) + 1;
-		if (due > p->n)
-			due = p->n;
-	}
+	uint64_t now = now_ns(), due = producer_due(p, now);
 	while (p->sent < due && buf_pending(&c->out) < p->high) {
 		uint64_t seq = p->sent++;
-		/* Paced runs stamp each message with its scheduled time, so a
-		 * broker that falls behind shows it in the latency (no
-		 * coordinated omission).  Flat out, one clock read per batch:
-		 * the batch goes out in the same write. */
-		uint64_t ts = p->rate > 0 ? p->t0 + (uint64_t)((double)seq * 1e9 / p->rate) : now;
+		uint64_t ts = producer_stamp(p, seq, now);
 		if (p->sent == p->n) {
 			conn_expect_receipt(c, RECEIPT_SENT);
 			sender_put(&p->snd, &c->out, last, sizeof(last) - 1, seq, ts);
