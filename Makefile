@@ -5,6 +5,8 @@
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
 #   make valgrind   the end-to-end tests with eftd under valgrind memcheck
+#   make crash-test kill -9 eftd 50 times under load (CRASH_ROUNDS) and check
+#                   that every RECEIPT was kept
 #   make fuzz       libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz/;
 #                   make fuzz-run runs each for FUZZ_SECONDS (60), see test/fuzz/run
 #   make bench      benchmark a fresh eftd: CSV and PNG charts in bench/results/
@@ -17,8 +19,9 @@ OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
 LDLIBS   += -levent -lsodium -lssl -lcrypto
-# make run: STOMP on 61613, and STOMP over WebSocket where Web-STOMP has it.
-RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws
+# make run: STOMP on 61613, and STOMP over WebSocket where Web-STOMP has it;
+# persistent messages in data/ (git ignores it, make clean leaves it).
+RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws --data-dir data
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
@@ -33,7 +36,7 @@ QCC = @printf '  CC    %s\n' $@;
 QLD = @printf '  LD    %s\n' $@;
 endif
 
-.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run
+.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run crash-test
 
 all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
 
@@ -95,6 +98,13 @@ asan: test-deps
 valgrind: test-deps
 	@$(MAKE) --no-print-directory all unit
 	@BUILD=$(BUILD) EFTD_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" test/run e2e
+
+# kill -9 eftd at random moments under load, CRASH_ROUNDS times, and check
+# every promise after each restart (test/e2e/crash_test.py).
+CRASH_ROUNDS ?= 50
+crash-test: test-deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) /usr/bin/python3 test/e2e/crash_test.py $(CRASH_ROUNDS)
 
 bench:
 	@tools/install-deps bench

@@ -3,9 +3,11 @@
  * per loop turn, and starting and stopping.  Destinations themselves are in
  * dest.c, connections in conn.c, accepting in listener.c. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/statvfs.h>
 
 #include <event2/event.h>
 
@@ -14,6 +16,7 @@
 #include "eft/conn.h"
 #include "eft/listener.h"
 #include "eft/log.h"
+#include "eft/store.h"
 #include "eft/tls.h"
 
 /* ---- output flushing ---- */
@@ -47,9 +50,35 @@ broker_flush_remove(struct broker *b, struct conn *c)
 	c->in_flush = false;
 }
 
+static uint64_t
+now_ms(const struct broker *b)
+{
+	struct timeval tv;
+	event_base_gettimeofday_cached(b->base, &tv);
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+bool
+broker_commit(struct broker *b)
+{
+	if (b->store == NULL)
+		return true;
+	if (store_commit(b->store, now_ms(b), b->next_msg_id) == 0)
+		return true;
+	if (!b->disk_alarm) {
+		b->disk_alarm = true;
+		log_error("journal cannot be written (%s): output and producers wait, retrying",
+		    store_error(b->store));
+	}
+	return false;
+}
+
 void
 broker_flush(struct broker *b)
 {
+	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs. */
+	if (!broker_commit(b))
+		return;
 	while (b->flush_head != NULL) {
 		struct conn *c = b->flush_head;
 		broker_flush_remove(b, c);
@@ -102,10 +131,26 @@ below(size_t value, size_t limit)
 	return limit == 0 || value < limit - limit / 10;
 }
 
+bool
+broker_disk_full(struct broker *b)
+{
+	if (b->store == NULL)
+		return false;
+	if (b->disk_alarm)
+		return true;
+	if (b->max_disk == 0 || store_disk_bytes(b->store) < b->max_disk)
+		return false;
+	b->disk_alarm = true;
+	log_warn("disk limit reached: the journal holds %llu MB (max-disk %llu MB); producers wait "
+	    "until consumers drain it", (unsigned long long)(store_disk_bytes(b->store) >> 20),
+	    (unsigned long long)(b->max_disk >> 20));
+	return true;
+}
+
 static bool
 may_resume(const struct broker *b, const struct conn *c)
 {
-	if (b->memory_alarm)
+	if (b->memory_alarm || b->disk_alarm)
 		return false;
 	const struct dest *d = c->paused_on;
 	/* If any destination was freed since, paused_on may be gone: resume, and
@@ -123,6 +168,12 @@ broker_check_paused(struct broker *b)
 		b->memory_alarm = false;
 		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
 		    b->msg_pool.live_bytes >> 20);
+	}
+	if (b->disk_alarm && !store_failing(b->store) &&
+	    below(store_disk_bytes(b->store), b->max_disk)) {
+		b->disk_alarm = false;
+		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
+		    "resume", (unsigned long long)(store_disk_bytes(b->store) >> 20));
 	}
 	/* Take the list: resuming runs buffered frames, which may pause again. */
 	struct conn *list = b->paused;
@@ -157,6 +208,89 @@ broker_paused_added(struct broker *b)
 		return;
 	struct timeval tv = { 0, PAUSE_CHECK_MS * 1000 };
 	evtimer_add(b->paused_ev, &tv);
+}
+
+/* ---- the journal ---- */
+
+#define STORE_TICK_MS 200
+
+static void
+store_wakeup(void *arg)
+{
+	struct broker *b = arg;
+	event_active(b->flush_ev, EV_WRITE, 0);
+}
+
+/* Every STORE_TICK_MS: everysec's fsync; after a failed write, try again,
+ * and when it works let every connection write what waited. */
+static void
+store_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	if (!store_failing(b->store)) {
+		if (store_tick(b->store, now_ms(b)) != 0)
+			broker_commit(b); /* logs the alarm */
+		return;
+	}
+	if (!broker_commit(b))
+		return;
+	for (struct conn *c = b->conns; c != NULL; c = c->next)
+		broker_want_flush(b, c);
+	broker_flush(b); /* and resumes the producers */
+}
+
+/* Like the memory default: 80% of what the disk has free, on top of what
+ * the journal already holds. */
+static uint64_t
+default_max_disk(const char *dir, uint64_t used)
+{
+	struct statvfs sv;
+	if (statvfs(dir, &sv) != 0)
+		return 0;
+	return used + (uint64_t)sv.f_bavail * sv.f_frsize / 10 * 8;
+}
+
+int
+broker_open_store(struct broker *b, char *err, size_t errlen)
+{
+	const struct config *cfg = b->cfg;
+	struct store_options opt = {
+		.dir = cfg->data_dir,
+		.fsync = strcmp(cfg->fsync, "always") == 0 ? JOURNAL_FSYNC_ALWAYS :
+		    strcmp(cfg->fsync, "no") == 0 ? JOURNAL_FSYNC_NO : JOURNAL_FSYNC_EVERYSEC,
+		.recover = cfg->recover,
+		.segment_size = cfg->journal_segment_size,
+	};
+	struct store_recovered rec;
+	b->store = store_open(&opt, &b->dests, &b->msg_pool, &b->next_msg_id, &rec, err, errlen);
+	if (b->store == NULL)
+		return -1;
+	store_set_wakeup(b->store, store_wakeup, b);
+	struct timeval tv = { 0, STORE_TICK_MS * 1000 };
+	b->store_ev = event_new(b->base, -1, EV_PERSIST, store_tick_cb, b);
+	if (b->store_ev == NULL || event_add(b->store_ev, &tv) != 0) {
+		snprintf(err, errlen, "cannot start the journal timer");
+		return -1;
+	}
+	b->max_disk = cfg->max_disk ? cfg->max_disk :
+	    default_max_disk(cfg->data_dir, store_disk_bytes(b->store));
+	const struct journal_open_stats *js = &rec.journal;
+	if (js->torn_bytes > 0)
+		log_warn("journal: cut %llu bytes of a record torn by a crash off the end",
+		    (unsigned long long)js->torn_bytes);
+	if (js->skipped > 0)
+		log_warn("journal: --recover skipped %llu damaged record%s",
+		    (unsigned long long)js->skipped, js->skipped == 1 ? "" : "s");
+	log_info("journal %s: %u segment%s, %llu MB, %llu records read; %llu message%s back on %llu "
+	    "queue%s (%llu redelivered); fsync %s, max-disk %llu MB", cfg->data_dir, js->segments,
+	    js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),
+	    (unsigned long long)js->records, (unsigned long long)rec.messages,
+	    rec.messages == 1 ? "" : "s", (unsigned long long)rec.queues,
+	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered, cfg->fsync,
+	    (unsigned long long)(b->max_disk >> 20));
+	return 0;
 }
 
 /* ---- life cycle ---- */
@@ -258,6 +392,9 @@ broker_free(struct broker *b)
 		event_free(b->paused_ev);
 	if (b->stop_ev)
 		event_free(b->stop_ev);
+	if (b->store_ev)
+		event_free(b->store_ev);
+	store_close(b->store);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 	tls_server_free(b->tls);

@@ -13,7 +13,7 @@
 #include "eft/config.h"
 
 enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_LISTEN, T_TLS_VERSION,
-	T_STRING, T_WS_FRAME };
+	T_STRING, T_WS_FRAME, T_FSYNC };
 
 struct key_def {
 	const char *name;
@@ -62,6 +62,13 @@ static const struct key_def keys[CFG_NKEYS] = {
 	KEY(CFG_TLS_CIPHERS, "tls-ciphers", T_STRING, tls_ciphers, 0, 0, false),
 	KEY(CFG_WS_ALLOWED_ORIGINS, "ws-allowed-origins", T_STRING, ws_allowed_origins, 0, 0, false),
 	KEY(CFG_WS_FRAME, "ws-frame", T_WS_FRAME, ws_frame, 0, 0, false),
+	KEY(CFG_DATA_DIR, "data-dir", T_PATH, data_dir, 0, 0, false),
+	KEY(CFG_FSYNC, "fsync", T_FSYNC, fsync, 0, 0, false),
+	KEY(CFG_PERSISTENT_DEFAULT, "persistent-default", T_BOOL, persistent_default, 0, 0, false),
+	SIZE_KEY(CFG_MAX_DISK, "max-disk", max_disk, 0, 1ull << 60),
+	SIZE_KEY(CFG_JOURNAL_SEGMENT_SIZE, "journal-segment-size", journal_segment_size, 64u << 10,
+	    1ull << 30),
+	KEY(CFG_RECOVER, "recover", T_BOOL, recover, 0, 0, false),
 };
 
 /* Strong TLS 1.2 suites with forward secrecy (TLS 1.3 suites are OpenSSL's). */
@@ -102,6 +109,8 @@ config_defaults(struct config *cfg)
 	snprintf(cfg->tls_min_version, sizeof(cfg->tls_min_version), "1.2");
 	snprintf(cfg->tls_ciphers, sizeof(cfg->tls_ciphers), "%s", DEFAULT_TLS_CIPHERS);
 	snprintf(cfg->ws_frame, sizeof(cfg->ws_frame), "text");
+	snprintf(cfg->fsync, sizeof(cfg->fsync), "everysec");
+	cfg->journal_segment_size = 64u << 20;
 }
 
 static int
@@ -271,6 +280,14 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 			return -1;
 		}
 		snprintf(field, sizeof(cfg->ws_frame), "%s", value);
+		return 0;
+	case T_FSYNC:
+		if (strcmp(value, "always") != 0 && strcmp(value, "everysec") != 0 &&
+		    strcmp(value, "no") != 0) {
+			snprintf(err, errlen, "%s: '%s' is not always, everysec or no", k->name, value);
+			return -1;
+		}
+		snprintf(field, sizeof(cfg->fsync), "%s", value);
 		return 0;
 	case T_TLS_VERSION:
 		if (strcmp(value, "1.2") != 0 && strcmp(value, "1.3") != 0) {

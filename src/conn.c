@@ -434,6 +434,11 @@ conn_writable(void *arg)
 {
 	struct conn *c = arg;
 	broker_flush_remove(c->broker, c);
+	/* What it writes may be RECEIPTs for records not yet in the journal. */
+	if (!broker_commit(c->broker)) {
+		conn_want_write(c, false);
+		return;
+	}
 	conn_flush(c);
 }
 

@@ -176,6 +176,15 @@ dests_free(struct dests *t)
 	}
 }
 
+void
+dests_prune(struct dests *t)
+{
+	struct dest *d, *tmp;
+	HASH_ITER(hh, t->by_name, d, tmp) {
+		dests_release(t, d);
+	}
+}
+
 size_t
 dests_queued(const struct dests *t, size_t *nqueues)
 {
@@ -374,6 +383,15 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 		return -1;
 	msgq_push_back(&d->q, m, false);
 	dest_dispatch(d);
+	return 0;
+}
+
+int
+dest_restore(struct dest *d, struct msg *m, bool redelivered)
+{
+	if (msgq_reserve(&d->q, 1) != 0)
+		return -1;
+	msgq_push_back(&d->q, m, redelivered);
 	return 0;
 }
 

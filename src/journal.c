@@ -189,7 +189,7 @@ replay_segment(struct journal *j, uint32_t seg, bool last, bool recover, journal
 	while (pos < size) {
 		size_t n;
 		if (record_valid(data + pos, size - pos, &n)) {
-			if (cb != NULL && cb(data[pos + 8], data + pos + JOURNAL_RECORD_HEADER,
+			if (cb != NULL && cb(seg, data[pos + 8], data + pos + JOURNAL_RECORD_HEADER,
 			    n - JOURNAL_RECORD_HEADER, arg) != 0) {
 				snprintf(err, errlen, "%s: offset %zu: record refused by the store", path,
 				    pos);
@@ -321,6 +321,7 @@ journal_open(const char *dir, enum journal_fsync policy, bool recover, uint64_t 
 		if (replay_segment(j, segs[i], i + 1 == nsegs, recover, cb, arg, &st, err, errlen) != 0)
 			goto fail;
 	st.segments = (uint32_t)nsegs;
+	st.first_segment = nsegs ? segs[0] : 0;
 	if (new_segment(j, nsegs ? segs[nsegs - 1] + 1 : 1) != 0) {
 		snprintf(err, errlen, "%s", j->error);
 		goto fail;
@@ -434,6 +435,30 @@ journal_commit(struct journal *j, uint64_t now_ms)
 			return -1;
 	}
 	return 0;
+}
+
+int
+journal_drop_segment(struct journal *j, uint32_t seg)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+	if (seg == j->seg) {
+		snprintf(j->error, sizeof(j->error), "journal segment %u is being written", seg);
+		return -1;
+	}
+	segment_path(j->dir, seg, path, sizeof(path));
+	if (stat(path, &st) != 0 || unlink(path) != 0) {
+		snprintf(j->error, sizeof(j->error), "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	j->total -= (uint64_t)st.st_size < j->total ? (uint64_t)st.st_size : j->total;
+	return 0;
+}
+
+bool
+journal_dirty(const struct journal *j)
+{
+	return j->dirty;
 }
 
 const char *

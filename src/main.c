@@ -16,6 +16,7 @@
 #include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/proto.h"
+#include "eft/store.h"
 #include "eft/version.h"
 
 static void
@@ -32,6 +33,11 @@ usage(FILE *out)
 	    "  -b, --bind ADDR        shorthand for one tcp listener's address (default 127.0.0.1)\n"
 	    "  -p, --port PORT        ... and its port (default 61613; 0 picks a free port)\n"
 	    "  -c, --config FILE      read settings from FILE (key = value lines; see etc/eftd.conf)\n"
+	    "  -d, --data-dir DIR     keep persistent messages in a journal in DIR, so that\n"
+	    "                         they survive a restart or a crash (default: none,\n"
+	    "                         everything in memory)\n"
+	    "      --recover          start even if the journal has damaged records,\n"
+	    "                         skipping them (they are counted in the log)\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	    "  -V, --version          print the version and exit\n"
 	    "  -h, --help             print this help and exit\n"
@@ -125,6 +131,8 @@ main(int argc, char **argv)
 		{ "port", required_argument, NULL, 'p' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "data-dir", required_argument, NULL, 'd' },
+		{ "recover", no_argument, NULL, 'R' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -137,16 +145,17 @@ main(int argc, char **argv)
 	int nflags = 0, opt;
 
 	opterr = 0; /* one line of our own instead of getopt's */
-	while ((opt = getopt_long(argc, argv, ":L:b:p:c:l:Vh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":L:b:p:c:l:d:Vh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'L': case 'b': case 'p': case 'l':
+		case 'L': case 'b': case 'p': case 'l': case 'd': case 'R':
 			if (nflags == MAX_FLAGS) {
 				fprintf(stderr, "eftd: too many flags\n");
 				return 1;
 			}
 			flag_key[nflags] = opt == 'L' ? "listen" : opt == 'b' ? "bind" :
-			    opt == 'p' ? "port" : "log-level";
-			flag_val[nflags++] = optarg;
+			    opt == 'p' ? "port" : opt == 'd' ? "data-dir" : opt == 'R' ? "recover" :
+			    "log-level";
+			flag_val[nflags++] = opt == 'R' ? "yes" : optarg;
 			break;
 		case 'c':
 			config_path = optarg;
@@ -217,6 +226,13 @@ main(int argc, char **argv)
 		log_info("%zu user%s from %s; anonymous connections %s", n, n == 1 ? "" : "s",
 		    cfg.users_file, cfg.allow_anonymous ? "allowed" : "refused");
 	}
+	if (cfg.data_dir[0] == '\0') {
+		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
+		    "will not survive a restart");
+	} else if (broker_open_store(b, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		goto out;
+	}
 	size_t fit = raise_fd_limit();
 	b->max_conns = cfg.max_connections && cfg.max_connections < fit ? cfg.max_connections : fit;
 	if (cfg.max_connections > fit)
@@ -248,9 +264,13 @@ main(int argc, char **argv)
 	}
 	broker_close_all(b);
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
-	if (queued > 0)
-		log_warn("discarding %zu queued message%s on %zu destination%s (eftd keeps "
-		    "messages in memory only)", queued, queued == 1 ? "" : "s", ndests,
+	if (queued > 0 && b->store != NULL)
+		log_info("%zu message%s queued on %zu destination%s; %llu persistent in the journal",
+		    queued, queued == 1 ? "" : "s", ndests, ndests == 1 ? "" : "s",
+		    (unsigned long long)store_live_messages(b->store));
+	else if (queued > 0)
+		log_warn("discarding %zu queued message%s on %zu destination%s (no data-dir: eftd "
+		    "keeps messages in memory only)", queued, queued == 1 ? "" : "s", ndests,
 		    ndests == 1 ? "" : "s");
 	/* The last line logged. */
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "

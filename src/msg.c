@@ -186,6 +186,9 @@ msg_new(const struct msg_spec *s)
 		return NULL;
 	m->refs = 1;
 	m->id = s->id;
+	m->seg = 0;
+	m->persistent = false;
+	m->delivered = false;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -206,6 +209,51 @@ msg_new(const struct msg_spec *s)
 	memcpy(m->body, s->frame->body, m->body_len);
 	m->body[m->body_len] = '\0';
 	return m;
+}
+
+struct msg *
+msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
+    const uint32_t *block_lens, const char *body, size_t body_len)
+{
+	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
+		return NULL;
+	size_t total = 0;
+	for (int v = 0; v < nblocks; v++)
+		total += block_lens[v];
+	struct msg *m = msg_alloc(pool, sizeof(struct msg) + total + body_len + 1);
+	if (m == NULL)
+		return NULL;
+	m->refs = 1;
+	m->id = id;
+	m->seg = 0;
+	m->persistent = true;
+	m->delivered = false;
+	char *p = m->data;
+	for (int v = 0; v < STOMP_VERSIONS; v++) {
+		int from = v < nblocks ? v : 0;
+		if (v == from) {
+			memcpy(p, blocks[v], block_lens[v]);
+			m->block[v] = p;
+			p += block_lens[v];
+		} else {
+			m->block[v] = m->block[0];
+		}
+		m->block_len[v] = block_lens[from];
+	}
+	m->body = p;
+	m->body_len = body_len;
+	memcpy(m->body, body, body_len);
+	m->body[body_len] = '\0';
+	return m;
+}
+
+int
+msg_nblocks(const struct msg *m)
+{
+	for (int v = 1; v < STOMP_VERSIONS; v++)
+		if (m->block[v] != m->block[0])
+			return STOMP_VERSIONS;
+	return 1;
 }
 
 void

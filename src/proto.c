@@ -336,6 +336,14 @@ handle_connect(struct conn *c, struct frame *f)
 
 /* ---- SEND ---- */
 
+/* persistent:true (JMS, ActiveMQ, RabbitMQ). */
+static bool
+is_persistent(const struct frame *f)
+{
+	const struct header *h = find_header(f, "persistent");
+	return h != NULL && h->value_len == 4 && memcmp(h->value, "true", 4) == 0;
+}
+
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {
@@ -382,6 +390,9 @@ handle_send(struct conn *c, struct frame *f)
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
+	/* Stored when it reaches a queue, if the journal is on. */
+	if (kind == ADDR_QUEUE && c->broker->store != NULL)
+		m->persistent = c->broker->cfg->persistent_default || is_persistent(f);
 	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
 		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
@@ -389,8 +400,8 @@ handle_send(struct conn *c, struct frame *f)
 		msg_unref(m); /* a failed call leaves the reference with us */
 		return fail_oom(c, f);
 	}
-	/* Flow control: a producer that filled a queue, or memory, waits. */
-	if (broker_memory_full(c->broker))
+	/* Flow control: a producer that filled a queue, memory or disk, waits. */
+	if (broker_memory_full(c->broker) || broker_disk_full(c->broker))
 		conn_pause(c, NULL);
 	else if (d != NULL && broker_queue_full(c->broker, d))
 		conn_pause(c, d);

@@ -6,6 +6,7 @@
 #include "eft/log.h"
 #include "eft/route.h"
 #include "eft/session.h"
+#include "eft/store.h"
 #include "eft/temp.h"
 
 /* Producers mostly send to one destination: where the last SEND went, if
@@ -71,8 +72,17 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 		msg_unref(m);
 		return 0;
 	}
-	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0)
+	/* A persistent message is stored when it reaches a queue (temp-queues
+	 * live as their owner does, so they keep nothing). */
+	bool stored = m->persistent && b->store != NULL && dest_kind(d) == DEST_QUEUE &&
+	    dest_temp(d) == NULL;
+	if (stored && store_publish(b->store, d, m) != 0)
 		return -1;
+	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0) {
+		if (stored)
+			store_consumed(b->store, m);
+		return -1;
+	}
 	b->stats.msgs_in++;
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/session.h"
+#include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/wire.h"
@@ -186,7 +187,11 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		s->unacked_tail = dl;
 		s->n_unacked++;
 		HASH_ADD(hh, ss->deliveries, key, sizeof(dl->key), dl);
+		if (m->seg != 0)
+			store_delivered(ss->broker->store, m);
 	} else {
+		if (m->seg != 0) /* auto-ack: handed out is gone */
+			store_consumed(ss->broker->store, m);
 		msg_unref(m);
 	}
 	ss->broker->stats.deliveries++;
@@ -219,6 +224,8 @@ sub_settle(struct session *ss, const struct delivery_key *k, bool nack)
 			dest_requeue(s->dest, dl->msg);
 		} else {
 			dest_settled(s->dest);
+			if (dl->msg->seg != 0)
+				store_consumed(ss->broker->store, dl->msg);
 			msg_unref(dl->msg);
 		}
 		free(dl);

@@ -10,6 +10,7 @@
 #include "eft/log.h"
 #include "eft/route.h"
 #include "eft/session.h"
+#include "eft/store.h"
 #include "eft/tx.h"
 
 struct tx *
@@ -111,10 +112,26 @@ tx_unreserve(struct session *ss, struct tx *t, struct tx_op *upto)
 	}
 }
 
+/* The journal's room for what applying t writes (one record per frame; a
+ * cumulative ACK that settles more grows it then). */
+static size_t
+tx_journal_bytes(const struct tx *t)
+{
+	size_t bytes = 0;
+	for (const struct tx_op *op = t->head; op != NULL; op = op->next) {
+		if (op->kind != TX_SEND)
+			bytes += STORE_SETTLE_RECORD_SIZE;
+		else if (op->msg->persistent && op->target != NULL)
+			bytes += store_msg_record_size(op->msg, op->dest_len);
+	}
+	return bytes;
+}
+
 int
 tx_commit(struct session *ss, struct tx *t)
 {
 	struct tx_op *op;
+	struct store *store = ss->broker->store;
 	/* Destinations are looked up now: one may have come and gone since SEND. */
 	for (op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND)
@@ -132,6 +149,16 @@ tx_commit(struct session *ss, struct tx *t)
 			return -1;
 		}
 	}
+	if (store != NULL && store_batch_reserve(store, tx_journal_bytes(t)) != 0) {
+		tx_unreserve(ss, t, NULL);
+		log_error("%s: out of memory committing transaction %s: nothing applied",
+		    session_peer(ss), t->name);
+		tx_free(ss, t);
+		return -1;
+	}
+	/* One journal record for all of it: after a crash, all or nothing. */
+	if (store != NULL)
+		store_batch_begin(store);
 	for (op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
@@ -141,6 +168,8 @@ tx_commit(struct session *ss, struct tx *t)
 		route_publish(ss, op->target, op->msg); /* room was reserved: cannot fail */
 		op->msg = NULL;
 	}
+	if (store != NULL)
+		store_batch_end(store);
 	tx_free(ss, t);
 	return 0;
 }

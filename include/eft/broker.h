@@ -22,6 +22,7 @@ struct conn;
 struct listener;
 struct auth;
 struct tls_server;
+struct store;
 
 struct broker_stats {
 	uint64_t frames_in;
@@ -57,6 +58,10 @@ struct broker {
 	bool stopping;                       /* shutting down: the loop ends when conns do */
 	struct event *stop_ev;               /* ends the loop if they take too long */
 	struct tls_server *tls;              /* for tls:// listeners, made by broker_listen */
+	struct store *store;                 /* the journal (data-dir), or NULL: memory only */
+	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
+	uint64_t max_disk;                   /* journal bytes above which producers wait */
+	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 };
 
 /* NULL if out of memory. */
@@ -72,10 +77,19 @@ void broker_shutdown(struct broker *b, unsigned grace_ms);
 /* Close whatever connections are left, at once. */
 void broker_close_all(struct broker *b);
 
+/* Open the journal in cfg->data_dir and put back the messages it holds;
+ * -1 with a one-line reason in err. */
+int broker_open_store(struct broker *b, char *err, size_t errlen);
+/* Write what the journal gathered this turn (before any output that
+ * depends on it).  False if it could not be written: output waits. */
+bool broker_commit(struct broker *b);
+
 /* Would another message for queue d break a limit?  (max-queue-*) */
 bool broker_queue_full(const struct broker *b, const struct dest *d);
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);
+/* Is the journal over max-disk, or failing to write?  (Logs the alarm.) */
+bool broker_disk_full(struct broker *b);
 /* A producer was paused: make sure somebody looks at it again. */
 void broker_paused_added(struct broker *b);
 /* Resume paused producers whose reason has gone. */

@@ -42,6 +42,12 @@ enum config_key {
 	CFG_TLS_CIPHERS,
 	CFG_WS_ALLOWED_ORIGINS,
 	CFG_WS_FRAME,
+	CFG_DATA_DIR,
+	CFG_FSYNC,
+	CFG_PERSISTENT_DEFAULT,
+	CFG_MAX_DISK,
+	CFG_JOURNAL_SEGMENT_SIZE,
+	CFG_RECOVER,
 	CFG_NKEYS
 };
 
@@ -93,6 +99,12 @@ struct config {
 	char tls_ciphers[512];        /* OpenSSL cipher list for TLS 1.2 */
 	char ws_allowed_origins[2048]; /* Origin values accepted, comma or space separated; "": any */
 	char ws_frame[8];             /* "text" or "binary": the kind of WebSocket message sent */
+	char data_dir[PATH_MAX];      /* the journal's folder; "": everything in memory */
+	char fsync[16];               /* "always", "everysec" or "no" */
+	bool persistent_default;      /* every queue message is persistent, as if persistent:true */
+	size_t max_disk;              /* journal bytes above which producers wait; 0: 80% of free space */
+	size_t journal_segment_size;  /* a new journal file is begun past this size */
+	bool recover;                 /* skip damaged journal records instead of refusing to start */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */
 };

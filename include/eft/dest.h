@@ -39,6 +39,8 @@ void dests_release(struct dests *t, struct dest *d);
 /* Delete d (it has no subscribers) with its messages. */
 void dests_delete(struct dests *t, struct dest *d);
 void dests_free(struct dests *t);
+/* Forget every destination nothing holds (after the journal is read). */
+void dests_prune(struct dests *t);
 /* Messages waiting in queues, and on how many queues (*nqueues). */
 size_t dests_queued(const struct dests *t, size_t *nqueues);
 /* Call fn on every destination (fn must not free any). */
@@ -74,6 +76,9 @@ int dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
 /* A queue message handed out comes back unacknowledged: it goes to the head
  * of the queue, marked redelivered.  Takes the reference; cannot fail. */
 void dest_requeue(struct dest *d, struct msg *m);
+/* Put a message read back from the journal at the tail of queue d, without
+ * handing it out (nobody is subscribed yet).  -1 if out of memory. */
+int dest_restore(struct dest *d, struct msg *m, bool redelivered);
 /* A queue message handed out was acknowledged (or dropped with its copy). */
 void dest_settled(struct dest *d);
 /* Hand queued messages to ready subscribers, in turn. */

@@ -44,13 +44,16 @@ struct journal_open_stats {
 	uint64_t records;         /* handed to the callback */
 	uint64_t bytes;           /* in all segments */
 	uint32_t segments;
+	uint32_t first_segment;   /* the oldest found (0: none) */
 	uint64_t torn_bytes;      /* cut off the end of the last segment */
 	uint64_t skipped;         /* bad records passed over (recover only) */
 };
 
-/* Called with each record in order; its payload is valid during the call.
- * A non-zero return stops the open with that error. */
-typedef int (*journal_record_cb)(uint8_t type, const uint8_t *payload, size_t len, void *arg);
+/* Called with each record in order, with the segment it is in; its payload
+ * is valid during the call.  A non-zero return stops the open with that
+ * error. */
+typedef int (*journal_record_cb)(uint32_t seg, uint8_t type, const uint8_t *payload, size_t len,
+    void *arg);
 
 /* Create dir if needed, lock it, read every record through cb, then get
  * ready to append (to a new segment).  NULL with one line in err: the
@@ -86,6 +89,14 @@ const char *journal_error(const struct journal *j);
 /* The segment the next record goes to, and the bytes written in all. */
 uint32_t journal_segment(const struct journal *j);
 uint64_t journal_bytes(const struct journal *j);
+
+/* Delete segment seg, which holds nothing live any more (the store decides
+ * that, and deletes only from the oldest on, so that a later record never
+ * outlives the one it refers to).  -1 with the reason in journal_error. */
+int journal_drop_segment(struct journal *j, uint32_t seg);
+
+/* Written and not yet synced (everysec's timer looks). */
+bool journal_dirty(const struct journal *j);
 
 /* Commit and sync what is gathered (best effort), unlock, free. */
 void journal_close(struct journal *j);

@@ -9,6 +9,7 @@
 #ifndef EFT_MSG_H
 #define EFT_MSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,8 @@ struct msg_pool {
 	size_t live_bytes; /* held by messages still referenced: queued, unacked, in output */
 };
 
+struct dest;
+
 struct msg {
 	uint32_t refs;
 	int32_t pool_class;                /* size class, or -1 if malloc'd to size */
@@ -36,9 +39,15 @@ struct msg {
 	uint64_t id;
 	const char *block[STOMP_VERSIONS]; /* encoded common headers, per version */
 	uint32_t block_len[STOMP_VERSIONS];
+	uint32_t seg;                      /* journal segment of its record; 0: not stored */
 	char *body;                        /* body_len bytes, then a NUL */
 	size_t body_len;
 	size_t size;                       /* bytes allocated, for accounting */
+	/* Durability (store.c); the rest is valid only while seg != 0. */
+	bool persistent;                   /* to be stored when it is queued */
+	bool delivered;                    /* stored as handed to a consumer */
+	struct msg *seg_prev, *seg_next;   /* the live messages of its segment */
+	struct dest *home;                 /* the queue it was stored for */
 	char data[];
 };
 
@@ -64,6 +73,14 @@ msg_ref(struct msg *m)
 	m->refs++;
 	return m;
 }
+
+/* A message as the journal stored it: its id, its header block(s) (one
+ * serves every version, or one per version) and its body.  NULL if out of
+ * memory or nblocks is neither. */
+struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
+    const uint32_t *block_lens, const char *body, size_t body_len);
+/* How many distinct header blocks m has (1, or STOMP_VERSIONS). */
+int msg_nblocks(const struct msg *m);
 
 void msg_unref(struct msg *m);
 /* Decimal digits of n and a NUL at out (room for 21 bytes); returns the length. */

@@ -32,9 +32,10 @@ struct seen {
 };
 
 static int
-collect(uint8_t type, const uint8_t *payload, size_t len, void *arg)
+collect(uint32_t seg, uint8_t type, const uint8_t *payload, size_t len, void *arg)
 {
 	struct seen *s = arg;
+	(void)seg;
 	if (s->n < 4096) {
 		s->types[s->n] = type;
 		s->lens[s->n] = len;

@@ -1,0 +1,108 @@
+/* store.h - durable queue messages: what the journal's records mean.
+ *
+ * A persistent message is stored when it is queued (a MSG record: its id,
+ * queue, header blocks and body), marked when it is first handed to a
+ * consumer that must acknowledge it (DELIVERED: it comes back redelivered
+ * after a restart), and forgotten when it is gone for good: acknowledged,
+ * or handed to an auto-ack consumer (CONSUMED).  The records of one COMMIT
+ * are one BATCH record, so that a transaction is replayed whole or not at
+ * all.  IDS records reserve message ids ahead, so that ids stay unique
+ * across restarts.
+ *
+ * Records are gathered as frames are handled and written once per loop turn
+ * by store_commit (group commit); output that depends on them (RECEIPTs,
+ * under fsync = always) is written only after that.
+ *
+ * The journal stays proportional to what is live: every stored message is
+ * on the list of the segment that holds its record, and a segment is
+ * deleted, oldest first, when nothing on it is live.  A few messages that
+ * live long would keep old segments (and everything after them) forever, so
+ * when the journal is much larger than what is live, the oldest segment's
+ * messages are written again at the end, a bounded number per turn, and the
+ * segment goes. */
+#ifndef EFT_STORE_H
+#define EFT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eft/journal.h"
+
+struct dest;
+struct dests;
+struct msg;
+struct msg_pool;
+
+struct store;
+
+struct store_options {
+	const char *dir;
+	enum journal_fsync fsync;
+	bool recover;
+	uint64_t segment_size;
+};
+
+/* What was found at open, for the start-up log. */
+struct store_recovered {
+	struct journal_open_stats journal;
+	uint64_t messages;        /* put back in their queues */
+	uint64_t queues;
+	uint64_t redelivered;     /* of them, handed out before: marked redelivered */
+};
+
+/* Open the journal in opt->dir, put every message nobody acknowledged back
+ * in its queue (in dests, allocated from pool, in id order), and set
+ * *next_msg_id past every id that may have been used.  NULL with one line in
+ * err (see journal_open; also out of memory, and unknown record types). */
+struct store *store_open(const struct store_options *opt, struct dests *dests,
+    struct msg_pool *pool, uint64_t *next_msg_id, struct store_recovered *rec, char *err,
+    size_t errlen);
+/* Commit what is gathered (best effort), close the journal. */
+void store_close(struct store *s);
+
+/* Called once each time records start to gather after a commit, so that
+ * the caller makes sure a commit follows this loop turn. */
+void store_set_wakeup(struct store *s, void (*fn)(void *), void *arg);
+
+/* m (persistent) is being queued at d: gather its MSG record.  -1 if out of
+ * memory (nothing gathered, m is not stored). */
+int store_publish(struct store *s, struct dest *d, struct msg *m);
+/* Stored message m was handed to a consumer that must acknowledge it. */
+void store_delivered(struct store *s, struct msg *m);
+/* Stored message m is gone for good. */
+void store_consumed(struct store *s, struct msg *m);
+
+/* The records gathered between begin and end are one BATCH record.
+ * store_reserve(bytes) before begin makes sure gathering them cannot fail
+ * for want of memory (-1 if it cannot). */
+int store_batch_reserve(struct store *s, size_t bytes);
+void store_batch_begin(struct store *s);
+void store_batch_end(struct store *s);
+/* The bytes store_publish gathers for m queued at a destination named
+ * dest_len bytes long (for store_batch_reserve). */
+size_t store_msg_record_size(const struct msg *m, size_t dest_len);
+#define STORE_SETTLE_RECORD_SIZE 24
+
+/* Write what was gathered (and fsync as the policy says); also reserve more
+ * message ids when next_msg_id comes near the reserved end, drop segments
+ * that hold nothing live, and move a bounded number of long-lived messages
+ * off the oldest segment when the journal is much bigger than what is live.
+ * 0 when everything gathered is written; -1 when a write or fsync failed
+ * (the reason in store_error): the records stay gathered, and the next call
+ * tries again. */
+int store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id);
+/* Is anything gathered and not yet written? */
+bool store_pending(const struct store *s);
+/* everysec: sync now if written data has waited a second (the caller's
+ * timer).  -1 on failure, as store_commit. */
+int store_tick(struct store *s, uint64_t now_ms);
+const char *store_error(const struct store *s);
+bool store_failing(const struct store *s);   /* the last commit failed */
+
+/* Journal bytes on disk, and the bytes of live messages' records. */
+uint64_t store_disk_bytes(const struct store *s);
+uint64_t store_live_bytes(const struct store *s);
+uint64_t store_live_messages(const struct store *s);
+
+#endif

@@ -1,0 +1,775 @@
+/* store.c - durable queue messages on the journal (see store.h).
+ *
+ * Record payloads, integers little-endian:
+ *   MSG        u64 id, u8 flags (1: delivered), u8 nblocks, u16 queue name
+ *              length, u32 body length, u32 length of each header block,
+ *              then the name, the blocks and the body
+ *   DELIVERED  u64 id
+ *   CONSUMED   u64 id
+ *   BATCH      records, each u32 payload length, u8 type, 3 zero bytes,
+ *              payload (no CRC of their own: the BATCH's covers them)
+ *   IDS        u64: no message id at or above it has been used */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eft/dest.h"
+#include "eft/log.h"
+#include "eft/msg.h"
+#include "eft/store.h"
+
+enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS = 5 };
+
+#define MSG_FLAG_DELIVERED 1
+#define MSG_HEAD 16                  /* the fixed part of a MSG payload */
+#define BATCH_SUB_HEAD 8
+/* Ids are reserved this far ahead, and again when half is used. */
+#define IDS_AHEAD ((uint64_t)1 << 22)
+/* Moving long-lived messages forward: at most this many record bytes a turn. */
+#define COMPACT_BUDGET (4u << 20)
+
+struct segment {
+	uint64_t live;         /* stored messages whose record is here */
+	uint64_t live_bytes;   /* their records' bytes */
+	struct msg *head;      /* ... listed by seg_next */
+};
+
+/* Messages by id, while the journal is read: open addressing, linear
+ * probing, deletion by shifting back (no tombstones). */
+struct idtab {
+	struct msg **slot;
+	size_t cap, n;         /* cap a power of two */
+};
+
+struct store {
+	struct journal *j;
+	uint64_t segment_size;
+	struct segment *segs;  /* segs[i] is segment first + i, up to the current one */
+	uint32_t first;
+	size_t nsegs, cap;
+	uint64_t live, live_bytes;
+	uint8_t *batch;        /* a COMMIT's records, gathered */
+	size_t batch_len, batch_cap;
+	bool batching;
+	bool batch_broken;     /* a record of the batch did not fit: logged at its end */
+	uint64_t ids_reserved;
+	uint32_t ids_seg;      /* segment of the newest IDS record gathered */
+	uint32_t ids_written_seg; /* ... and of the newest written */
+	uint64_t next_id_seen;
+	bool gathering;        /* records gathered since the last commit */
+	bool failing;
+	void (*wakeup)(void *);
+	void *wakeup_arg;
+	/* while opening */
+	struct idtab tab;
+	struct dests *dests;
+	struct msg_pool *pool;
+	struct dest *last_dest;
+	char error[512];
+};
+
+/* ---- encoding ---- */
+
+static void
+put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t
+get_u16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+get_u64(const uint8_t *p)
+{
+	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+/* ---- the id table ---- */
+
+static size_t
+idtab_home(const struct idtab *t, uint64_t id)
+{
+	return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (t->cap - 1);
+}
+
+static struct msg **
+idtab_find(struct idtab *t, uint64_t id)
+{
+	if (t->cap == 0)
+		return NULL;
+	for (size_t i = idtab_home(t, id);; i = (i + 1) & (t->cap - 1)) {
+		if (t->slot[i] == NULL)
+			return NULL;
+		if (t->slot[i]->id == id)
+			return &t->slot[i];
+	}
+}
+
+static int
+idtab_add(struct idtab *t, struct msg *m)
+{
+	if ((t->n + 1) * 2 > t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 1024;
+		struct msg **slot = calloc(cap, sizeof(*slot));
+		if (slot == NULL)
+			return -1;
+		struct idtab bigger = { slot, cap, 0 };
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->slot[i] != NULL)
+				idtab_add(&bigger, t->slot[i]); /* cannot grow: room made */
+		free(t->slot);
+		*t = bigger;
+	}
+	size_t i = idtab_home(t, m->id);
+	while (t->slot[i] != NULL)
+		i = (i + 1) & (t->cap - 1);
+	t->slot[i] = m;
+	t->n++;
+	return 0;
+}
+
+static void
+idtab_remove(struct idtab *t, struct msg **at)
+{
+	size_t i = (size_t)(at - t->slot);
+	t->slot[i] = NULL;
+	t->n--;
+	/* Shift back the entries after it that would no longer be found. */
+	for (size_t j = (i + 1) & (t->cap - 1); t->slot[j] != NULL; j = (j + 1) & (t->cap - 1)) {
+		size_t home = idtab_home(t, t->slot[j]->id);
+		bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!stays) {
+			t->slot[i] = t->slot[j];
+			t->slot[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ---- segments ---- */
+
+static struct segment *
+segment_of(struct store *s, uint32_t seg)
+{
+	return &s->segs[seg - s->first];
+}
+
+/* Room in segs for `need` segments. */
+static int
+segments_room(struct store *s, size_t need)
+{
+	if (need > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		while (cap < need)
+			cap *= 2;
+		struct segment *n = realloc(s->segs, cap * sizeof(*n));
+		if (n == NULL)
+			return -1;
+		s->segs = n;
+		s->cap = cap;
+	}
+	return 0;
+}
+
+/* Make segs reach segment `upto`. */
+static int
+segments_extend(struct store *s, uint32_t upto)
+{
+	size_t need = (size_t)(upto - s->first) + 1;
+	if (need <= s->nsegs)
+		return 0;
+	if (segments_room(s, need) != 0)
+		return -1;
+	memset(&s->segs[s->nsegs], 0, (need - s->nsegs) * sizeof(*s->segs));
+	s->nsegs = need;
+	return 0;
+}
+
+static void
+segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
+{
+	struct segment *sg = segment_of(s, seg);
+	m->seg = seg;
+	m->seg_prev = NULL;
+	m->seg_next = sg->head;
+	if (sg->head != NULL)
+		sg->head->seg_prev = m;
+	sg->head = m;
+	sg->live++;
+	sg->live_bytes += bytes;
+	s->live++;
+	s->live_bytes += bytes;
+}
+
+static void
+segment_unlink(struct store *s, struct msg *m, size_t bytes)
+{
+	struct segment *sg = segment_of(s, m->seg);
+	if (m->seg_prev != NULL)
+		m->seg_prev->seg_next = m->seg_next;
+	else
+		sg->head = m->seg_next;
+	if (m->seg_next != NULL)
+		m->seg_next->seg_prev = m->seg_prev;
+	sg->live--;
+	sg->live_bytes -= bytes;
+	s->live--;
+	s->live_bytes -= bytes;
+	m->seg = 0;
+	m->seg_prev = m->seg_next = NULL;
+}
+
+/* ---- gathering records ---- */
+
+static void
+gathered(struct store *s)
+{
+	if (!s->gathering) {
+		s->gathering = true;
+		if (s->wakeup != NULL)
+			s->wakeup(s->wakeup_arg);
+	}
+}
+
+static int
+batch_room(struct store *s, size_t extra)
+{
+	if (s->batch_len + extra <= s->batch_cap)
+		return 0;
+	size_t cap = s->batch_cap ? s->batch_cap : 4096;
+	while (cap < s->batch_len + extra)
+		cap *= 2;
+	uint8_t *b = realloc(s->batch, cap);
+	if (b == NULL)
+		return -1;
+	s->batch = b;
+	s->batch_cap = cap;
+	return 0;
+}
+
+static int
+append(struct store *s, uint8_t type, const struct journal_part *parts, int n)
+{
+	if (!s->batching) {
+		if (journal_append(s->j, type, parts, n) != 0)
+			return -1;
+		gathered(s);
+		return 0;
+	}
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += parts[i].len;
+	if (batch_room(s, BATCH_SUB_HEAD + len) != 0) {
+		s->batch_broken = true;
+		return -1;
+	}
+	uint8_t *p = s->batch + s->batch_len;
+	put_u32(p, (uint32_t)len);
+	p[4] = type;
+	p[5] = p[6] = p[7] = 0;
+	p += BATCH_SUB_HEAD;
+	for (int i = 0; i < n; i++) {
+		memcpy(p, parts[i].data, parts[i].len);
+		p += parts[i].len;
+	}
+	s->batch_len += BATCH_SUB_HEAD + len;
+	return 0;
+}
+
+static int
+append_id(struct store *s, uint8_t type, uint64_t id)
+{
+	uint8_t b[8];
+	put_u64(b, id);
+	struct journal_part part = { b, sizeof(b) };
+	return append(s, type, &part, 1);
+}
+
+size_t
+store_msg_record_size(const struct msg *m, size_t dest_len)
+{
+	int nblocks = msg_nblocks(m);
+	size_t n = JOURNAL_RECORD_HEADER + MSG_HEAD + 4 * (size_t)nblocks + dest_len + m->body_len;
+	for (int v = 0; v < nblocks; v++)
+		n += m->block_len[v];
+	return n + BATCH_SUB_HEAD;
+}
+
+/* The MSG record of m, queued at d. */
+static int
+append_msg(struct store *s, const struct dest *d, const struct msg *m)
+{
+	int nblocks = msg_nblocks(m);
+	size_t name_len = dest_name_len(d);
+	uint8_t head[MSG_HEAD + 4 * STOMP_VERSIONS];
+	put_u64(head, m->id);
+	head[8] = m->delivered ? MSG_FLAG_DELIVERED : 0;
+	head[9] = (uint8_t)nblocks;
+	put_u16(head + 10, (uint16_t)name_len);
+	put_u32(head + 12, (uint32_t)m->body_len);
+	struct journal_part parts[3 + STOMP_VERSIONS];
+	int n = 0;
+	parts[n++] = (struct journal_part){ head, MSG_HEAD + 4 * (size_t)nblocks };
+	parts[n++] = (struct journal_part){ dest_name(d), name_len };
+	for (int v = 0; v < nblocks; v++) {
+		put_u32(head + MSG_HEAD + 4 * v, m->block_len[v]);
+		parts[n++] = (struct journal_part){ m->block[v], m->block_len[v] };
+	}
+	parts[n++] = (struct journal_part){ m->body, m->body_len };
+	return append(s, REC_MSG, parts, n);
+}
+
+int
+store_publish(struct store *s, struct dest *d, struct msg *m)
+{
+	if (dest_name_len(d) > UINT16_MAX || m->body_len > UINT32_MAX)
+		return -1;
+	m->delivered = false;
+	if (append_msg(s, d, m) != 0)
+		return -1;
+	m->home = d;
+	segment_link(s, m, journal_segment(s->j), store_msg_record_size(m, dest_name_len(d)));
+	return 0;
+}
+
+void
+store_delivered(struct store *s, struct msg *m)
+{
+	if (m->delivered)
+		return;
+	m->delivered = true;
+	if (append_id(s, REC_DELIVERED, m->id) != 0)
+		log_error("out of memory: message %llu not marked delivered in the journal",
+		    (unsigned long long)m->id);
+}
+
+void
+store_consumed(struct store *s, struct msg *m)
+{
+	if (append_id(s, REC_CONSUMED, m->id) != 0)
+		log_error("out of memory: message %llu not marked consumed in the journal (it "
+		    "would come back after a restart)", (unsigned long long)m->id);
+	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(m->home)));
+}
+
+int
+store_batch_reserve(struct store *s, size_t bytes)
+{
+	return batch_room(s, bytes);
+}
+
+void
+store_batch_begin(struct store *s)
+{
+	s->batching = true;
+	s->batch_broken = false;
+	s->batch_len = 0;
+}
+
+void
+store_batch_end(struct store *s)
+{
+	s->batching = false;
+	if (s->batch_len == 0)
+		return;
+	struct journal_part part = { s->batch, s->batch_len };
+	if (s->batch_broken || journal_append(s->j, REC_BATCH, &part, 1) != 0)
+		log_error("out of memory: a transaction was applied but not written to the journal");
+	else
+		gathered(s);
+	s->batch_len = 0;
+}
+
+/* ---- commit ---- */
+
+static int
+reserve_ids(struct store *s, uint64_t next_id)
+{
+	uint64_t want = next_id + IDS_AHEAD;
+	if (append_id(s, REC_IDS, want) != 0)
+		return -1;
+	s->ids_reserved = want;
+	s->ids_seg = journal_segment(s->j);
+	return 0;
+}
+
+/* Delete the oldest segments while nothing on them is live (and a newer
+ * one holds the id reservation). */
+static void
+drop_dead_segments(struct store *s)
+{
+	size_t dead = 0;
+	while (dead + 1 < s->nsegs && s->segs[dead].live == 0 &&
+	    s->first + dead < s->ids_written_seg) {
+		if (journal_drop_segment(s->j, s->first + (uint32_t)dead) != 0) {
+			log_warn("%s", journal_error(s->j));
+			break;
+		}
+		dead++;
+	}
+	if (dead == 0)
+		return;
+	memmove(s->segs, s->segs + dead, (s->nsegs - dead) * sizeof(*s->segs));
+	s->nsegs -= dead;
+	s->first += (uint32_t)dead;
+}
+
+/* Write the oldest segment's live messages again at the end, up to the
+ * budget, when the journal is much bigger than what is live. */
+static void
+compact_step(struct store *s)
+{
+	uint64_t disk = journal_bytes(s->j);
+	if (s->nsegs < 3 || disk <= 2 * s->live_bytes + 2 * s->segment_size)
+		return;
+	struct segment *old = &s->segs[0];
+	uint32_t cur = journal_segment(s->j);
+	size_t budget = COMPACT_BUDGET;
+	while (old->head != NULL && budget > 0) {
+		struct msg *m = old->head;
+		size_t bytes = store_msg_record_size(m, dest_name_len(m->home));
+		if (append_msg(s, m->home, m) != 0)
+			return;
+		segment_unlink(s, m, bytes);
+		segment_link(s, m, cur, bytes);
+		budget = bytes < budget ? budget - bytes : 0;
+	}
+}
+
+int
+store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
+{
+	s->next_id_seen = next_msg_id;
+	if (next_msg_id + IDS_AHEAD / 2 > s->ids_reserved && reserve_ids(s, next_msg_id) != 0) {
+		snprintf(s->error, sizeof(s->error), "out of memory reserving message ids");
+		s->failing = true;
+		return -1;
+	}
+	/* A commit may begin the next segment: its room is made first, so
+	 * that following it cannot fail. */
+	if (segments_room(s, s->nsegs + 1) != 0) {
+		snprintf(s->error, sizeof(s->error), "out of memory");
+		s->failing = true;
+		return -1;
+	}
+	compact_step(s);
+	uint32_t ids_seg = s->ids_seg;
+	if (journal_commit(s->j, now_ms) != 0) {
+		if (!s->failing)
+			log_error("journal: %s", journal_error(s->j));
+		snprintf(s->error, sizeof(s->error), "%s", journal_error(s->j));
+		s->failing = true;
+		return -1;
+	}
+	if (s->failing)
+		log_info("journal: writing again");
+	s->failing = false;
+	s->gathering = false;
+	s->ids_written_seg = ids_seg;
+	uint32_t cur = journal_segment(s->j);
+	if (cur != s->first + s->nsegs - 1) {
+		/* A new segment begins with the id reservation, so that the old
+		 * ones can go. */
+		segments_extend(s, cur); /* room was made */
+		if (reserve_ids(s, next_msg_id) != 0)
+			log_error("out of memory starting journal segment %u", cur);
+	}
+	drop_dead_segments(s);
+	return 0;
+}
+
+bool
+store_pending(const struct store *s)
+{
+	return s->gathering || journal_pending(s->j) > 0;
+}
+
+int
+store_tick(struct store *s, uint64_t now_ms)
+{
+	if (!journal_dirty(s->j) && !store_pending(s))
+		return 0;
+	return store_commit(s, now_ms, s->next_id_seen);
+}
+
+const char *
+store_error(const struct store *s)
+{
+	return s->error;
+}
+
+bool
+store_failing(const struct store *s)
+{
+	return s->failing;
+}
+
+uint64_t
+store_disk_bytes(const struct store *s)
+{
+	return journal_bytes(s->j);
+}
+
+uint64_t
+store_live_bytes(const struct store *s)
+{
+	return s->live_bytes;
+}
+
+uint64_t
+store_live_messages(const struct store *s)
+{
+	return s->live;
+}
+
+void
+store_set_wakeup(struct store *s, void (*fn)(void *), void *arg)
+{
+	s->wakeup = fn;
+	s->wakeup_arg = arg;
+}
+
+/* ---- opening: replay ---- */
+
+static int replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *arg);
+
+static int
+replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
+{
+	if (len < MSG_HEAD)
+		return -1;
+	uint64_t id = get_u64(p);
+	bool delivered = (p[8] & MSG_FLAG_DELIVERED) != 0;
+	int nblocks = p[9];
+	size_t name_len = get_u16(p + 10), body_len = get_u32(p + 12);
+	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
+		return -1;
+	size_t head = MSG_HEAD + 4 * (size_t)nblocks, total = head + name_len + body_len;
+	uint32_t lens[STOMP_VERSIONS];
+	const char *blocks[STOMP_VERSIONS];
+	if (len < head)
+		return -1;
+	for (int v = 0; v < nblocks; v++) {
+		lens[v] = get_u32(p + MSG_HEAD + 4 * v);
+		total += lens[v];
+	}
+	if (total != len || name_len == 0)
+		return -1;
+	struct msg **found = idtab_find(&s->tab, id);
+	if (found != NULL) {
+		/* Written again further on (moved off an old segment). */
+		(*found)->seg = seg;
+		(*found)->delivered |= delivered;
+		return 0;
+	}
+	const char *name = (const char *)p + head;
+	struct dest *d = s->last_dest;
+	if (d == NULL || !dest_is(d, name, name_len)) {
+		d = dests_get(s->dests, name, name_len, DEST_QUEUE);
+		if (d == NULL || dest_kind(d) != DEST_QUEUE)
+			return -1;
+		s->last_dest = d;
+	}
+	const char *at = name + name_len;
+	for (int v = 0; v < nblocks; v++) {
+		blocks[v] = at;
+		at += lens[v];
+	}
+	struct msg *m = msg_restore(s->pool, id, nblocks, blocks, lens, at, body_len);
+	if (m == NULL)
+		return -1;
+	m->seg = seg;
+	m->home = d;
+	m->delivered = delivered;
+	if (idtab_add(&s->tab, m) != 0) {
+		msg_unref(m);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+replay_batch(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+	while (pos < len) {
+		if (len - pos < BATCH_SUB_HEAD)
+			return -1;
+		size_t n = get_u32(p + pos);
+		uint8_t type = p[pos + 4];
+		if (n > len - pos - BATCH_SUB_HEAD || type == REC_BATCH)
+			return -1;
+		if (replay_record(seg, type, p + pos + BATCH_SUB_HEAD, n, s) != 0)
+			return -1;
+		pos += BATCH_SUB_HEAD + n;
+	}
+	return 0;
+}
+
+static int
+replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *arg)
+{
+	struct store *s = arg;
+	struct msg **found;
+	switch (type) {
+	case REC_MSG:
+		return replay_msg(s, seg, p, len);
+	case REC_DELIVERED:
+	case REC_CONSUMED:
+		if (len != 8)
+			return -1;
+		/* Not found: its MSG was on a segment already deleted. */
+		if ((found = idtab_find(&s->tab, get_u64(p))) == NULL)
+			return 0;
+		if (type == REC_DELIVERED) {
+			(*found)->delivered = true;
+		} else {
+			struct msg *m = *found;
+			idtab_remove(&s->tab, found);
+			msg_unref(m);
+		}
+		return 0;
+	case REC_BATCH:
+		return replay_batch(s, seg, p, len);
+	case REC_IDS:
+		if (len != 8)
+			return -1;
+		if (get_u64(p) > s->ids_reserved)
+			s->ids_reserved = get_u64(p);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+static int
+cmp_msg_id(const void *a, const void *b)
+{
+	uint64_t x = (*(struct msg *const *)a)->id, y = (*(struct msg *const *)b)->id;
+	return x < y ? -1 : x > y;
+}
+
+/* Every message left in the table back in its queue, in id order. */
+static int
+requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id)
+{
+	size_t n = 0;
+	struct msg **all = malloc((s->tab.n ? s->tab.n : 1) * sizeof(*all));
+	if (all == NULL)
+		return -1;
+	for (size_t i = 0; i < s->tab.cap; i++)
+		if (s->tab.slot[i] != NULL)
+			all[n++] = s->tab.slot[i];
+	if (n > 1)
+		qsort(all, n, sizeof(*all), cmp_msg_id);
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct msg *m = all[i];
+		if (rc != 0 || dest_restore(m->home, m, m->delivered) != 0) {
+			rc = -1;
+			m->seg = 0;
+			msg_unref(m);
+			continue;
+		}
+		segment_link(s, m, m->seg, store_msg_record_size(m, dest_name_len(m->home)));
+		rec->redelivered += m->delivered;
+		if (m->id > *max_id)
+			*max_id = m->id;
+	}
+	rec->messages = n;
+	free(all);
+	free(s->tab.slot);
+	s->tab = (struct idtab){ 0 };
+	return rc;
+}
+
+struct store *
+store_open(const struct store_options *opt, struct dests *dests, struct msg_pool *pool,
+    uint64_t *next_msg_id, struct store_recovered *rec, char *err, size_t errlen)
+{
+	struct store *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memset(rec, 0, sizeof(*rec));
+	s->segment_size = opt->segment_size;
+	s->dests = dests;
+	s->pool = pool;
+	s->j = journal_open(opt->dir, opt->fsync, opt->recover, opt->segment_size, replay_record, s,
+	    &rec->journal, err, errlen);
+	if (s->j == NULL)
+		goto fail;
+	uint32_t cur = journal_segment(s->j);
+	s->first = rec->journal.first_segment ? rec->journal.first_segment : cur;
+	uint64_t max_id = 0;
+	if (segments_extend(s, cur) != 0 || requeue_recovered(s, rec, &max_id) != 0) {
+		snprintf(err, errlen, "data-dir %s: out of memory putting messages back", opt->dir);
+		goto fail;
+	}
+	dests_prune(dests);
+	rec->queues = dests->count;
+	uint64_t next = s->ids_reserved > max_id + 1 ? s->ids_reserved : max_id + 1;
+	if (next < *next_msg_id)
+		next = *next_msg_id;
+	/* On disk before any id is used. */
+	if (reserve_ids(s, next) != 0 || journal_commit(s->j, 0) != 0 || journal_sync(s->j) != 0) {
+		snprintf(err, errlen, "data-dir %s: %s", opt->dir, journal_error(s->j));
+		goto fail;
+	}
+	s->ids_written_seg = s->ids_seg;
+	s->gathering = false;
+	s->next_id_seen = next;
+	*next_msg_id = next;
+	drop_dead_segments(s);
+	return s;
+fail:
+	if (s->tab.slot != NULL) {
+		for (size_t i = 0; i < s->tab.cap; i++)
+			if (s->tab.slot[i] != NULL) {
+				s->tab.slot[i]->seg = 0;
+				msg_unref(s->tab.slot[i]);
+			}
+		free(s->tab.slot);
+	}
+	journal_close(s->j);
+	free(s->segs);
+	free(s);
+	return NULL;
+}
+
+void
+store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	journal_close(s->j);
+	free(s->segs);
+	free(s->batch);
+	free(s);
+}
