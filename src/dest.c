@@ -40,6 +40,9 @@ struct dest {
 	size_t nsubs;
 	struct sub *ready_head, *ready_tail;  /* queues: who may take a message now, in turn */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
+	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
+	struct dest **feeds;                  /* a topic: the durable queues it feeds */
+	size_t nfeeds, feeds_cap;
 };
 
 /* ---- the ring ---- */
@@ -146,7 +149,12 @@ dest_free(struct dests *t, struct dest *d)
 	HASH_DEL(t->by_name, d);
 	t->count--;
 	t->freed++; /* invalidates the sessions' last-destination caches */
+	if (d->fed_by != NULL)
+		dest_unbind(d);
+	while (d->nfeeds > 0)
+		dest_unbind(d->feeds[0]);
 	msgq_free(&d->q);
+	free(d->feeds);
 	free(d->name);
 	free(d);
 }
@@ -154,7 +162,8 @@ dest_free(struct dests *t, struct dest *d)
 void
 dests_release(struct dests *t, struct dest *d)
 {
-	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->q.reserved > 0 || d->temp != NULL)
+	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->q.reserved > 0 || d->temp != NULL ||
+	    d->fed_by != NULL || d->nfeeds > 0)
 		return;
 	log_debug("destination %s removed", d->name);
 	dest_free(t, d);
@@ -387,6 +396,61 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 }
 
 int
+dest_bind(struct dest *queue, struct dest *topic)
+{
+	if (topic->nfeeds == topic->feeds_cap) {
+		size_t cap = topic->feeds_cap ? topic->feeds_cap * 2 : 4;
+		struct dest **f = realloc(topic->feeds, cap * sizeof(*f));
+		if (f == NULL)
+			return -1;
+		topic->feeds = f;
+		topic->feeds_cap = cap;
+	}
+	topic->feeds[topic->nfeeds++] = queue;
+	queue->fed_by = topic;
+	return 0;
+}
+
+void
+dest_unbind(struct dest *queue)
+{
+	struct dest *topic = queue->fed_by;
+	if (topic == NULL)
+		return;
+	for (size_t i = 0; i < topic->nfeeds; i++) {
+		if (topic->feeds[i] == queue) {
+			topic->feeds[i] = topic->feeds[--topic->nfeeds];
+			break;
+		}
+	}
+	queue->fed_by = NULL;
+}
+
+struct dest *
+dest_bound_topic(const struct dest *queue)
+{
+	return queue->fed_by;
+}
+
+struct dest *const *
+dest_feeds(const struct dest *topic, size_t *n)
+{
+	*n = topic->nfeeds;
+	return topic->feeds;
+}
+
+void
+dest_purge(struct dest *d, void (*fn)(struct msg *m, void *arg), void *arg)
+{
+	struct qentry e;
+	while (msgq_pop(&d->q, &e)) {
+		if (fn != NULL)
+			fn(e.msg, arg);
+		msg_unref(e.msg);
+	}
+}
+
+int
 dest_restore(struct dest *d, struct msg *m, bool redelivered)
 {
 	if (msgq_reserve(&d->q, 1) != 0)
@@ -449,8 +513,11 @@ dest_check(const struct dest *d)
 			return "ready list broken";
 	if (d->ready_tail != prev)
 		return "ready list tail broken";
-	if (d->nsubs == 0 && d->q.count == 0 && d->temp == NULL)
+	if (d->nsubs == 0 && d->q.count == 0 && d->temp == NULL && d->fed_by == NULL &&
+	    d->nfeeds == 0)
 		return "an empty destination is kept";
+	if (d->fed_by != NULL && (d->kind != DEST_QUEUE || d->fed_by->kind != DEST_TOPIC))
+		return "a durable subscription is not a queue fed by a topic";
 	if (d->q.reserved > 0)
 		return "room reserved outside a COMMIT";
 	if (d->q.count > 0 && could_take)

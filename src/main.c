@@ -226,10 +226,7 @@ main(int argc, char **argv)
 		log_info("%zu user%s from %s; anonymous connections %s", n, n == 1 ? "" : "s",
 		    cfg.users_file, cfg.allow_anonymous ? "allowed" : "refused");
 	}
-	if (cfg.data_dir[0] == '\0') {
-		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
-		    "will not survive a restart");
-	} else if (broker_open_store(b, err, sizeof(err)) != 0) {
+	if (cfg.data_dir[0] != '\0' && broker_open_store(b, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
 		goto out;
 	}
@@ -258,6 +255,9 @@ main(int argc, char **argv)
 		    strchr(l->where.host, ':') ? "]" : "", l->port, l->where.path);
 	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
 	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
+	if (b->store == NULL)
+		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
+		    "will not survive a restart");
 	if (event_base_dispatch(base) < 0) {
 		fprintf(stderr, "eftd: event loop failed\n");
 		goto out;

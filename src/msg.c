@@ -247,6 +247,62 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 	return m;
 }
 
+/* Where the message-id line of a header block starts: first, or after the
+ * destination line (which a 1.0 block leaves out if it cannot hold it). */
+static const char *
+find_id_line(const char *block, size_t len)
+{
+	const char *p = block;
+	if (len < 11 || memcmp(p, "message-id:", 11) != 0) {
+		const char *nl = memchr(block, '\n', len);
+		if (nl == NULL)
+			return NULL;
+		p = nl + 1;
+	}
+	size_t left = len - (size_t)(p - block);
+	if (left < 11 || memcmp(p, "message-id:", 11) != 0 || memchr(p, '\n', left) == NULL)
+		return NULL;
+	return p;
+}
+
+struct msg *
+msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
+{
+	char idtext[24];
+	size_t idlen = msg_format_u64(idtext, id);
+	int nblocks = msg_nblocks(m);
+	size_t total = 0;
+	for (int v = 0; v < nblocks; v++)
+		total += m->block_len[v] + idlen;
+	char *buf = malloc(total), *p = buf;
+	if (buf == NULL)
+		return NULL;
+	const char *blocks[STOMP_VERSIONS];
+	uint32_t lens[STOMP_VERSIONS];
+	for (int v = 0; v < nblocks; v++) {
+		const char *b = m->block[v], *line = find_id_line(b, m->block_len[v]);
+		if (line == NULL) {
+			free(buf);
+			return NULL;
+		}
+		const char *value = line + 11, *end = memchr(value, '\n', m->block_len[v] -
+		    (size_t)(value - b));
+		blocks[v] = p;
+		memcpy(p, b, (size_t)(value - b));
+		p += value - b;
+		memcpy(p, idtext, idlen);
+		p += idlen;
+		memcpy(p, end, m->block_len[v] - (size_t)(end - b));
+		p += m->block_len[v] - (size_t)(end - b);
+		lens[v] = (uint32_t)(p - blocks[v]);
+	}
+	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);
+	free(buf);
+	if (c != NULL)
+		c->persistent = m->persistent;
+	return c;
+}
+
 int
 msg_nblocks(const struct msg *m)
 {

@@ -15,6 +15,7 @@
 #include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/conn.h"
+#include "eft/durable.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/proto.h"
@@ -303,6 +304,9 @@ handle_connect(struct conn *c, struct frame *f)
 	if (!authenticate(c, f, login))
 		return RESULT_FAILED;
 
+	const struct header *cid = find_header(f, "client-id");
+	if (cid != NULL && (c->session.client_id = strndup(cid->value, cid->value_len)) == NULL)
+		return fail_oom(c, f);
 	c->session.version = (enum stomp_version)v;
 	c->parser.version = c->session.version;
 	c->state = CONN_OPEN;
@@ -390,9 +394,12 @@ handle_send(struct conn *c, struct frame *f)
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
-	/* Stored when it reaches a queue, if the journal is on. */
+	/* Stored when it reaches a queue (or a durable subscription's), if the
+	 * journal is on. */
 	if (kind == ADDR_QUEUE && c->broker->store != NULL)
 		m->persistent = c->broker->cfg->persistent_default || is_persistent(f);
+	else if (kind == ADDR_TOPIC && c->broker->store != NULL)
+		m->persistent = is_persistent(f);
 	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
 		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
@@ -474,8 +481,20 @@ handle_subscribe(struct conn *c, struct frame *f)
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
 
 	struct dests *dests = &c->broker->dests;
-	struct dest *d = tq ? tq->dest : dests_get(dests, dh->value, dh->value_len,
-	    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
+	struct dest *d;
+	char durable[DURABLE_NAME_MAX];
+	size_t durable_len;
+	if (kind == ADDR_TOPIC && durable_name(&c->session, f, durable, sizeof(durable), &durable_len)) {
+		/* A queue of its own, fed by the topic, kept while we are away. */
+		enum durable_open_error why;
+		d = durable_open(c->broker, durable, durable_len, dh->value, dh->value_len, &why);
+		if (d == NULL && why == DURABLE_IN_USE)
+			return fail(c, f, "durable subscription in use", "Another connection is "
+			    "subscribed to durable subscription '%s'.", durable + strlen(DURABLE_PREFIX));
+	} else {
+		d = tq ? tq->dest : dests_get(dests, dh->value, dh->value_len,
+		    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
+	}
 	if (d == NULL)
 		return fail_oom(c, f);
 	struct sub *s = sub_new(&c->session, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);
@@ -493,22 +512,46 @@ handle_subscribe(struct conn *c, struct frame *f)
 	return RESULT_DONE;
 }
 
+/* UNSUBSCRIBE with a durable subscription's headers ends it. */
+static enum result
+end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool had_sub)
+{
+	struct dest *q = dests_find(&c->broker->dests, name, len);
+	const char *shown = name + strlen(DURABLE_PREFIX);
+	if (q == NULL || dest_bound_topic(q) == NULL) {
+		if (had_sub)
+			return RESULT_OK;
+		return fail(c, f, "no such subscription", "There is no durable subscription '%s'.",
+		    shown);
+	}
+	if (dest_subscribers(q) > 0)
+		return fail(c, f, "durable subscription in use", "Another connection is subscribed "
+		    "to durable subscription '%s'.", shown);
+	durable_remove(c->broker, q);
+	return RESULT_OK;
+}
+
 static enum result
 handle_unsubscribe(struct conn *c, struct frame *f)
 {
+	char durable[DURABLE_NAME_MAX];
+	size_t durable_len;
+	bool is_durable = durable_name(&c->session, f, durable, sizeof(durable), &durable_len);
 	const struct header *h = frame_get(f, HDR_ID);
 	if (h == NULL && c->session.version == STOMP_1_0)
 		h = frame_get(f, HDR_DESTINATION);
-	if (h == NULL && require(c, f, HDR_ID) == NULL)
+	if (h == NULL && !is_durable && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
-	struct sub *s;
-	HASH_FIND(hh, c->session.subs, h->value, h->value_len, s);
-	if (s == NULL)
+	struct sub *s = NULL;
+	if (h != NULL)
+		HASH_FIND(hh, c->session.subs, h->value, h->value_len, s);
+	if (s == NULL && !is_durable)
 		return fail(c, f, "no such subscription",
 		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
 		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
-	sub_free(s);
-	return RESULT_OK;
+	if (s != NULL)
+		sub_free(s);
+	return is_durable ? end_durable(c, f, durable, durable_len, s != NULL) : RESULT_OK;
 }
 
 /* ---- ACK / NACK ---- */

@@ -72,6 +72,20 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 		msg_unref(m);
 		return 0;
 	}
+	/* A topic's durable subscriptions get copies of their own first (the
+	 * topic's delivery may drop the last reference to m). */
+	size_t nfeeds = 0;
+	struct dest *const *feeds = dest_kind(d) == DEST_TOPIC ? dest_feeds(d, &nfeeds) : NULL;
+	for (size_t i = 0; i < nfeeds; i++) {
+		struct msg *copy = msg_clone(&b->msg_pool, m, b->next_msg_id++);
+		if (copy == NULL || route_publish(ss, feeds[i], copy) != 0) {
+			if (copy != NULL)
+				msg_unref(copy);
+			b->stats.deliveries_dropped++;
+			log_error("out of memory: a message for durable subscription %s was dropped",
+			    dest_name(feeds[i]));
+		}
+	}
 	/* A persistent message is stored when it reaches a queue (temp-queues
 	 * live as their owner does, so they keep nothing). */
 	bool stored = m->persistent && b->store != NULL && dest_kind(d) == DEST_QUEUE &&

@@ -1,4 +1,5 @@
 /* session.c - a client's STOMP session and what it holds in the broker. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "eft/conn.h"
@@ -30,6 +31,8 @@ session_end(struct session *s)
 	/* After the subscriptions: a temp-queue is deleted with nobody on it. */
 	temp_free_all(s);
 	s->send_cache = NULL;
+	free(s->client_id);
+	s->client_id = NULL;
 }
 
 const char *

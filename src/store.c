@@ -8,7 +8,10 @@
  *   CONSUMED   u64 id
  *   BATCH      records, each u32 payload length, u8 type, 3 zero bytes,
  *              payload (no CRC of their own: the BATCH's covers them)
- *   IDS        u64: no message id at or above it has been used */
+ *   IDS        u64: no message id at or above it has been used
+ *   SUB        u16 queue name length, u16 topic name length, the names:
+ *              a durable subscription's queue, fed by the topic
+ *   UNSUB      the queue name: no longer a durable subscription */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,8 @@
 #include "eft/msg.h"
 #include "eft/store.h"
 
-enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS = 5 };
+enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS = 5, REC_SUB = 6,
+	REC_UNSUB = 7 };
 
 #define MSG_FLAG_DELIVERED 1
 #define MSG_HEAD 16                  /* the fixed part of a MSG payload */
@@ -377,6 +381,60 @@ store_consumed(struct store *s, struct msg *m)
 	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(m->home)));
 }
 
+static int
+reserve_ids(struct store *s, uint64_t next_id)
+{
+	uint64_t want = next_id + IDS_AHEAD;
+	if (append_id(s, REC_IDS, want) != 0)
+		return -1;
+	s->ids_reserved = want;
+	s->ids_seg = journal_segment(s->j);
+	return 0;
+}
+
+int
+store_bind(struct store *s, const struct dest *queue, const struct dest *topic)
+{
+	uint8_t head[4];
+	put_u16(head, (uint16_t)dest_name_len(queue));
+	put_u16(head + 2, (uint16_t)dest_name_len(topic));
+	struct journal_part parts[3] = {
+		{ head, sizeof(head) },
+		{ dest_name(queue), dest_name_len(queue) },
+		{ dest_name(topic), dest_name_len(topic) },
+	};
+	if (dest_name_len(queue) > UINT16_MAX || dest_name_len(topic) > UINT16_MAX)
+		return -1;
+	return append(s, REC_SUB, parts, 3);
+}
+
+void
+store_unbind(struct store *s, const struct dest *queue)
+{
+	struct journal_part part = { dest_name(queue), dest_name_len(queue) };
+	if (append(s, REC_UNSUB, &part, 1) != 0)
+		log_error("out of memory: the end of durable subscription %s is not in the journal",
+		    dest_name(queue));
+}
+
+static void
+bind_again(const struct dest *d, void *arg)
+{
+	struct store *s = arg;
+	const struct dest *topic = dest_bound_topic(d);
+	if (topic != NULL && store_bind(s, d, topic) != 0)
+		log_error("out of memory: durable subscription %s not written again", dest_name(d));
+}
+
+/* A new segment begins with every durable subscription (and the id
+ * reservation), so that no older one is needed for them. */
+static int
+segment_preamble(struct store *s, uint64_t next_id)
+{
+	dests_foreach(s->dests, bind_again, s);
+	return reserve_ids(s, next_id);
+}
+
 int
 store_batch_reserve(struct store *s, size_t bytes)
 {
@@ -407,16 +465,6 @@ store_batch_end(struct store *s)
 
 /* ---- commit ---- */
 
-static int
-reserve_ids(struct store *s, uint64_t next_id)
-{
-	uint64_t want = next_id + IDS_AHEAD;
-	if (append_id(s, REC_IDS, want) != 0)
-		return -1;
-	s->ids_reserved = want;
-	s->ids_seg = journal_segment(s->j);
-	return 0;
-}
 
 /* Delete the oldest segments while nothing on them is live (and a newer
  * one holds the id reservation). */
@@ -496,7 +544,7 @@ store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 		/* A new segment begins with the id reservation, so that the old
 		 * ones can go. */
 		segments_extend(s, cur); /* room was made */
-		if (reserve_ids(s, next_msg_id) != 0)
+		if (segment_preamble(s, next_msg_id) != 0)
 			log_error("out of memory starting journal segment %u", cur);
 	}
 	drop_dead_segments(s);
@@ -614,6 +662,24 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 }
 
 static int
+replay_sub(struct store *s, const uint8_t *p, size_t len)
+{
+	if (len < 4)
+		return -1;
+	size_t qlen = get_u16(p), tlen = get_u16(p + 2);
+	if (qlen == 0 || tlen == 0 || 4 + qlen + tlen != len)
+		return -1;
+	struct dest *q = dests_get(s->dests, (const char *)p + 4, qlen, DEST_QUEUE);
+	struct dest *t = dests_get(s->dests, (const char *)p + 4 + qlen, tlen, DEST_TOPIC);
+	if (q == NULL || t == NULL || dest_kind(q) != DEST_QUEUE || dest_kind(t) != DEST_TOPIC)
+		return -1;
+	if (dest_bound_topic(q) == t)
+		return 0;
+	dest_unbind(q);
+	return dest_bind(q, t);
+}
+
+static int
 replay_batch(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 {
 	size_t pos = 0;
@@ -656,6 +722,14 @@ replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *ar
 		return 0;
 	case REC_BATCH:
 		return replay_batch(s, seg, p, len);
+	case REC_SUB:
+		return replay_sub(s, p, len);
+	case REC_UNSUB: {
+		struct dest *q = dests_find(s->dests, (const char *)p, len);
+		if (q != NULL)
+			dest_unbind(q);
+		return 0;
+	}
 	case REC_IDS:
 		if (len != 8)
 			return -1;
@@ -733,12 +807,15 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 		goto fail;
 	}
 	dests_prune(dests);
-	rec->queues = dests->count;
+	size_t nqueues;
+	dests_queued(dests, &nqueues);
+	rec->queues = nqueues;
 	uint64_t next = s->ids_reserved > max_id + 1 ? s->ids_reserved : max_id + 1;
 	if (next < *next_msg_id)
 		next = *next_msg_id;
 	/* On disk before any id is used. */
-	if (reserve_ids(s, next) != 0 || journal_commit(s->j, 0) != 0 || journal_sync(s->j) != 0) {
+	if (segment_preamble(s, next) != 0 || journal_commit(s->j, 0) != 0 ||
+	    journal_sync(s->j) != 0) {
 		snprintf(err, errlen, "data-dir %s: %s", opt->dir, journal_error(s->j));
 		goto fail;
 	}

@@ -84,6 +84,19 @@ void dest_settled(struct dest *d);
 /* Hand queued messages to ready subscribers, in turn. */
 void dest_dispatch(struct dest *d);
 
+/* Durable topic subscriptions: a queue of its own, fed by the topic with a
+ * copy of every message, kept while nobody is subscribed (durable.c).
+ * dest_bind makes queue durable and fed by topic (-1 if out of memory);
+ * dest_unbind makes it an ordinary queue again. */
+int dest_bind(struct dest *queue, struct dest *topic);
+void dest_unbind(struct dest *queue);
+struct dest *dest_bound_topic(const struct dest *queue);   /* NULL: not durable */
+/* The durable queues a topic feeds, *n of them. */
+struct dest *const *dest_feeds(const struct dest *topic, size_t *n);
+/* Take every queued message off d: fn (if not NULL) sees each before its
+ * reference is dropped. */
+void dest_purge(struct dest *d, void (*fn)(struct msg *m, void *arg), void *arg);
+
 /* For tests and fuzzers: call fn on every queued message, head first. */
 void dest_foreach_queued(const struct dest *d, void (*fn)(const struct msg *m, bool redelivered,
     void *arg), void *arg);

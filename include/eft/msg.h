@@ -79,6 +79,9 @@ msg_ref(struct msg *m)
  * memory or nblocks is neither. */
 struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
     const uint32_t *block_lens, const char *body, size_t body_len);
+/* A copy of m with another id (its message-id header too), for a durable
+ * subscription's queue; persistent as m is.  NULL if out of memory. */
+struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
 /* How many distinct header blocks m has (1, or STOMP_VERSIONS). */
 int msg_nblocks(const struct msg *m);
 

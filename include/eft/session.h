@@ -27,6 +27,7 @@ struct session {
 	enum stomp_version version;    /* 1.0 until CONNECT says otherwise */
 	uint64_t id;                   /* "session:eft-ID" in CONNECTED; 0 before */
 	const struct auth_user *user;  /* who logged in; NULL: anonymous, may do anything */
+	char *client_id;               /* CONNECT's client-id (ActiveMQ durable subscriptions), or NULL */
 	struct sub *subs;              /* by id */
 	struct delivery *deliveries;   /* unacked, by key */
 	struct tx *txs;                /* open transactions, by name */

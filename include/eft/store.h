@@ -6,7 +6,8 @@
  * after a restart), and forgotten when it is gone for good: acknowledged,
  * or handed to an auto-ack consumer (CONSUMED).  The records of one COMMIT
  * are one BATCH record, so that a transaction is replayed whole or not at
- * all.  IDS records reserve message ids ahead, so that ids stay unique
+ * all.  SUB and UNSUB records keep durable topic subscriptions (a queue
+ * of their own, fed by the topic).  IDS records reserve message ids ahead, so that ids stay unique
  * across restarts.
  *
  * Records are gathered as frames are handled and written once per loop turn
@@ -72,6 +73,12 @@ int store_publish(struct store *s, struct dest *d, struct msg *m);
 void store_delivered(struct store *s, struct msg *m);
 /* Stored message m is gone for good. */
 void store_consumed(struct store *s, struct msg *m);
+
+/* Durable subscriptions: queue is fed by topic from now on (a SUB record;
+ * -1 if out of memory), or no longer (UNSUB).  Every segment begins with a
+ * SUB record for each durable subscription, so old segments can go. */
+int store_bind(struct store *s, const struct dest *queue, const struct dest *topic);
+void store_unbind(struct store *s, const struct dest *queue);
 
 /* The records gathered between begin and end are one BATCH record.
  * store_reserve(bytes) before begin makes sure gathering them cannot fail

