@@ -252,6 +252,13 @@ default_max_disk(const char *dir, uint64_t used)
 	return used + (uint64_t)sv.f_bavail * sv.f_frsize / 10 * 8;
 }
 
+static void
+count_durable(const struct dest *d, void *arg)
+{
+	if (dest_bound_topic(d) != NULL)
+		(*(size_t *)arg)++;
+}
+
 int
 broker_open_store(struct broker *b, char *err, size_t errlen)
 {
@@ -268,6 +275,7 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 	if (b->store == NULL)
 		return -1;
 	store_set_wakeup(b->store, store_wakeup, b);
+	dests_foreach(&b->dests, count_durable, &b->durables);
 	struct timeval tv = { 0, STORE_TICK_MS * 1000 };
 	b->store_ev = event_new(b->base, -1, EV_PERSIST, store_tick_cb, b);
 	if (b->store_ev == NULL || event_add(b->store_ev, &tv) != 0) {

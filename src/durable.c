@@ -89,6 +89,8 @@ durable_open(struct broker *b, const char *name, size_t len, const char *topic, 
 		*why = DURABLE_NOMEM;
 		return NULL;
 	}
+	if (was == NULL)
+		b->durables++;
 	log_info("durable subscription %s on %s created", name, topic);
 	return q;
 }
@@ -103,6 +105,7 @@ durable_remove(struct broker *b, struct dest *q)
 	if (b->store != NULL)
 		store_unbind(b->store, q);
 	dest_unbind(q);
+	b->durables--;
 	dests_release(&b->dests, q);
 	if (t != NULL)
 		dests_release(&b->dests, t);

@@ -110,7 +110,7 @@ write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char
 	write_block(w, s, id, id_len, clen, clen_len);
 }
 
-static struct msg *msg_alloc(struct msg_pool *pool, size_t size);
+static inline struct msg *msg_alloc(struct msg_pool *pool, size_t size);
 
 static int
 spec_needs_escape(const struct msg_spec *s)
@@ -189,6 +189,7 @@ msg_new(const struct msg_spec *s)
 	m->seg = 0;
 	m->persistent = false;
 	m->delivered = false;
+	m->link = NULL;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -228,6 +229,7 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 	m->seg = 0;
 	m->persistent = true;
 	m->delivered = false;
+	m->link = NULL;
 	char *p = m->data;
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
 		int from = v < nblocks ? v : 0;
@@ -355,7 +357,7 @@ size_class(size_t size)
 	return (e - 8) * 4 + s + 1;
 }
 
-static struct msg *
+static inline __attribute__((always_inline)) struct msg *
 msg_alloc(struct msg_pool *pool, size_t size)
 {
 	int cls = size_class(size);
@@ -382,7 +384,7 @@ msg_alloc(struct msg_pool *pool, size_t size)
 		if (m == NULL)
 			return NULL;
 	}
-	m->pool_class = cls;
+	m->pool_class = (int16_t)cls;
 	m->pool = pool;
 	m->size = class_size(cls);
 	pool->live_bytes += m->size;

@@ -396,10 +396,9 @@ handle_send(struct conn *c, struct frame *f)
 		return fail_oom(c, f);
 	/* Stored when it reaches a queue (or a durable subscription's), if the
 	 * journal is on. */
-	if (kind == ADDR_QUEUE && c->broker->store != NULL)
-		m->persistent = c->broker->cfg->persistent_default || is_persistent(f);
-	else if (kind == ADDR_TOPIC && c->broker->store != NULL)
-		m->persistent = is_persistent(f);
+	if (c->broker->store != NULL)
+		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
+		    (kind <= ADDR_TOPIC && is_persistent(f));
 	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
 		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
@@ -408,7 +407,8 @@ handle_send(struct conn *c, struct frame *f)
 		return fail_oom(c, f);
 	}
 	/* Flow control: a producer that filled a queue, memory or disk, waits. */
-	if (broker_memory_full(c->broker) || broker_disk_full(c->broker))
+	if (broker_memory_full(c->broker) ||
+	    (c->broker->store != NULL && broker_disk_full(c->broker)))
 		conn_pause(c, NULL);
 	else if (d != NULL && broker_queue_full(c->broker, d))
 		conn_pause(c, d);

@@ -63,15 +63,12 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 	return NULL;
 }
 
-int
-route_publish(struct session *ss, struct dest *d, struct msg *m)
+/* A publish that the journal or a durable subscription may keep: out of
+ * the common path, which has neither. */
+static __attribute__((noinline)) int
+publish_kept(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
-	if (d == NULL) {
-		b->stats.msgs_in++;
-		msg_unref(m);
-		return 0;
-	}
 	/* A topic's durable subscriptions get copies of their own first (the
 	 * topic's delivery may drop the last reference to m). */
 	size_t nfeeds = 0;
@@ -101,6 +98,29 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 	return 0;
 }
 
+static inline int
+publish(struct session *ss, struct dest *d, struct msg *m)
+{
+	struct broker *b = ss->broker;
+	if (d == NULL) {
+		b->stats.msgs_in++;
+		msg_unref(m);
+		return 0;
+	}
+	if (b->store != NULL || b->durables > 0)
+		return publish_kept(ss, d, m);
+	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0)
+		return -1;
+	b->stats.msgs_in++;
+	return 0;
+}
+
+int
+route_publish(struct session *ss, struct dest *d, struct msg *m)
+{
+	return publish(ss, d, m);
+}
+
 int
 route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
     struct dest **where)
@@ -113,7 +133,7 @@ route_send(struct session *ss, const char *name, size_t len, enum address_kind k
 		*where = NULL;
 	if (err != 0)
 		return -1;
-	if (route_publish(ss, d, m) != 0) {
+	if (publish(ss, d, m) != 0) {
 		dests_release(&ss->broker->dests, d); /* a queue just made for m */
 		return -1;
 	}

@@ -32,10 +32,17 @@ enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS 
 /* Moving long-lived messages forward: at most this many record bytes a turn. */
 #define COMPACT_BUDGET (4u << 20)
 
+/* A stored message's place: on its segment's list, and the queue it was
+ * stored for (its MSG record is written again there when it moves). */
+struct store_link {
+	struct msg *prev, *next;
+	struct dest *home;
+};
+
 struct segment {
 	uint64_t live;         /* stored messages whose record is here */
 	uint64_t live_bytes;   /* their records' bytes */
-	struct msg *head;      /* ... listed by seg_next */
+	struct msg *head;      /* ... listed by their links */
 };
 
 /* Messages by id, while the journal is read: open addressing, linear
@@ -219,10 +226,10 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 {
 	struct segment *sg = segment_of(s, seg);
 	m->seg = seg;
-	m->seg_prev = NULL;
-	m->seg_next = sg->head;
+	m->link->prev = NULL;
+	m->link->next = sg->head;
 	if (sg->head != NULL)
-		sg->head->seg_prev = m;
+		sg->head->link->prev = m;
 	sg->head = m;
 	sg->live++;
 	sg->live_bytes += bytes;
@@ -234,18 +241,28 @@ static void
 segment_unlink(struct store *s, struct msg *m, size_t bytes)
 {
 	struct segment *sg = segment_of(s, m->seg);
-	if (m->seg_prev != NULL)
-		m->seg_prev->seg_next = m->seg_next;
+	struct store_link *l = m->link;
+	if (l->prev != NULL)
+		l->prev->link->next = l->next;
 	else
-		sg->head = m->seg_next;
-	if (m->seg_next != NULL)
-		m->seg_next->seg_prev = m->seg_prev;
+		sg->head = l->next;
+	if (l->next != NULL)
+		l->next->link->prev = l->prev;
 	sg->live--;
 	sg->live_bytes -= bytes;
 	s->live--;
 	s->live_bytes -= bytes;
 	m->seg = 0;
-	m->seg_prev = m->seg_next = NULL;
+	l->prev = l->next = NULL;
+}
+
+/* m is no longer stored: its bookkeeping goes. */
+static void
+link_free(struct msg *m)
+{
+	free(m->link);
+	m->link = NULL;
+	m->seg = 0;
 }
 
 /* ---- gathering records ---- */
@@ -354,9 +371,13 @@ store_publish(struct store *s, struct dest *d, struct msg *m)
 	if (dest_name_len(d) > UINT16_MAX || m->body_len > UINT32_MAX)
 		return -1;
 	m->delivered = false;
-	if (append_msg(s, d, m) != 0)
+	if ((m->link = malloc(sizeof(*m->link))) == NULL)
 		return -1;
-	m->home = d;
+	if (append_msg(s, d, m) != 0) {
+		link_free(m);
+		return -1;
+	}
+	m->link->home = d;
 	segment_link(s, m, journal_segment(s->j), store_msg_record_size(m, dest_name_len(d)));
 	return 0;
 }
@@ -378,7 +399,8 @@ store_consumed(struct store *s, struct msg *m)
 	if (append_id(s, REC_CONSUMED, m->id) != 0)
 		log_error("out of memory: message %llu not marked consumed in the journal (it "
 		    "would come back after a restart)", (unsigned long long)m->id);
-	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(m->home)));
+	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(m->link->home)));
+	link_free(m);
 }
 
 static int
@@ -500,8 +522,8 @@ compact_step(struct store *s)
 	size_t budget = COMPACT_BUDGET;
 	while (old->head != NULL && budget > 0) {
 		struct msg *m = old->head;
-		size_t bytes = store_msg_record_size(m, dest_name_len(m->home));
-		if (append_msg(s, m->home, m) != 0)
+		size_t bytes = store_msg_record_size(m, dest_name_len(m->link->home));
+		if (append_msg(s, m->link->home, m) != 0)
 			return;
 		segment_unlink(s, m, bytes);
 		segment_link(s, m, cur, bytes);
@@ -651,13 +673,14 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	struct msg *m = msg_restore(s->pool, id, nblocks, blocks, lens, at, body_len);
 	if (m == NULL)
 		return -1;
-	m->seg = seg;
-	m->home = d;
-	m->delivered = delivered;
-	if (idtab_add(&s->tab, m) != 0) {
+	if ((m->link = malloc(sizeof(*m->link))) == NULL || idtab_add(&s->tab, m) != 0) {
+		link_free(m);
 		msg_unref(m);
 		return -1;
 	}
+	m->seg = seg;
+	m->link->home = d;
+	m->delivered = delivered;
 	return 0;
 }
 
@@ -717,6 +740,7 @@ replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *ar
 		} else {
 			struct msg *m = *found;
 			idtab_remove(&s->tab, found);
+			link_free(m);
 			msg_unref(m);
 		}
 		return 0;
@@ -764,13 +788,13 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct msg *m = all[i];
-		if (rc != 0 || dest_restore(m->home, m, m->delivered) != 0) {
+		if (rc != 0 || dest_restore(m->link->home, m, m->delivered) != 0) {
 			rc = -1;
-			m->seg = 0;
+			link_free(m);
 			msg_unref(m);
 			continue;
 		}
-		segment_link(s, m, m->seg, store_msg_record_size(m, dest_name_len(m->home)));
+		segment_link(s, m, m->seg, store_msg_record_size(m, dest_name_len(m->link->home)));
 		rec->redelivered += m->delivered;
 		if (m->id > *max_id)
 			*max_id = m->id;
@@ -829,7 +853,7 @@ fail:
 	if (s->tab.slot != NULL) {
 		for (size_t i = 0; i < s->tab.cap; i++)
 			if (s->tab.slot[i] != NULL) {
-				s->tab.slot[i]->seg = 0;
+				link_free(s->tab.slot[i]);
 				msg_unref(s->tab.slot[i]);
 			}
 		free(s->tab.slot);

@@ -62,6 +62,7 @@ struct broker {
 	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
 	uint64_t max_disk;                   /* journal bytes above which producers wait */
 	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
+	size_t durables;                     /* durable subscriptions (durable.c) */
 };
 
 /* NULL if out of memory. */

@@ -27,11 +27,13 @@ struct msg_pool {
 	size_t live_bytes; /* held by messages still referenced: queued, unacked, in output */
 };
 
-struct dest;
+struct store_link;
 
 struct msg {
 	uint32_t refs;
-	int32_t pool_class;                /* size class, or -1 if malloc'd to size */
+	int16_t pool_class;                /* size class, or -1 if malloc'd to size */
+	bool persistent;                   /* to be stored when it is queued */
+	bool delivered;                    /* stored as handed to a consumer */
 	union {
 		struct msg_pool *pool;     /* in use: where to return it */
 		struct msg *next_free;     /* in a pool's free list */
@@ -43,11 +45,7 @@ struct msg {
 	char *body;                        /* body_len bytes, then a NUL */
 	size_t body_len;
 	size_t size;                       /* bytes allocated, for accounting */
-	/* Durability (store.c); the rest is valid only while seg != 0. */
-	bool persistent;                   /* to be stored when it is queued */
-	bool delivered;                    /* stored as handed to a consumer */
-	struct msg *seg_prev, *seg_next;   /* the live messages of its segment */
-	struct dest *home;                 /* the queue it was stored for */
+	struct store_link *link;           /* the journal's bookkeeping while seg != 0 (store.c) */
 	char data[];
 };
 
