@@ -1,8 +1,10 @@
 """The crash test (issue 12): eftd with fsync = always is killed with kill -9
-at a random moment while a producer sends persistent messages (some alone,
-some in transactions that commit or abort) and a consumer in
-client-individual mode acknowledges about half of what it gets.  After each
-restart a checker drains the queue and asserts what eftd promised:
+at a random moment while two producers send persistent messages (some
+alone, some in transactions that commit or abort) to a queue and to a topic
+with a durable subscription, and a consumer of each, in client-individual
+mode, acknowledges about half of what it gets.  After each restart a
+checker drains the queue and the durable subscription and asserts what eftd
+promised:
 
 - every message whose SEND or COMMIT got a RECEIPT arrives, unless its ACK
   got a RECEIPT;
@@ -31,6 +33,13 @@ import harness  # noqa: E402
 from harness import Broker, Closed, RawClient, SLOW, subscribe  # noqa: E402
 
 QUEUE = "/queue/crash"
+TOPIC = "/topic/crash"
+DURABLE = [("durable", "true"), ("auto-delete", "false")]  # RabbitMQ's dialect
+
+
+def dest_of(body):
+    """Bodies say where they were sent: TAG-q-N or TAG-t-N."""
+    return TOPIC if "-t-" in body else QUEUE
 
 
 class Ledger:
@@ -53,15 +62,17 @@ def producer(port, ledger, rnd, tag, stop):
         c.connect()
         n = 0
         while not stop.is_set():
+            where = "t" if rnd.random() < 0.3 else "q"
+            dest = TOPIC if where == "t" else QUEUE
             if rnd.random() < 0.25:
                 # a transaction of 1-5 messages, committed or aborted
-                tx = "%s-t%d" % (tag, n)
-                bodies = ["%s-x%d" % (tag, n + i) for i in range(rnd.randint(1, 5))]
+                tx = "%s-tx%d" % (tag, n)
+                bodies = ["%s-%s-x%d" % (tag, where, n + i) for i in range(rnd.randint(1, 5))]
                 n += len(bodies)
                 commit = rnd.random() < 0.7
                 c.send_frame("BEGIN", [("transaction", tx)])
                 for b in bodies:
-                    c.send_frame("SEND", [("destination", QUEUE), ("persistent", "true"),
+                    c.send_frame("SEND", [("destination", dest), ("persistent", "true"),
                                           ("transaction", tx)], b)
                 with ledger.lock:
                     (ledger.maybe if commit else ledger.aborted).update(bodies)
@@ -75,11 +86,11 @@ def producer(port, ledger, rnd, tag, stop):
                         ledger.sent += len(bodies)
                 continue
             # a window of single SENDs, each asking for a RECEIPT
-            bodies = ["%s-m%d" % (tag, n + i) for i in range(rnd.randint(1, 30))]
+            bodies = ["%s-%s-m%d" % (tag, where, n + i) for i in range(rnd.randint(1, 30))]
             n += len(bodies)
             with ledger.lock:
                 ledger.maybe.update(bodies)
-            c.send(b"".join(harness.frame("SEND", [("destination", QUEUE), ("persistent", "true"),
+            c.send(b"".join(harness.frame("SEND", [("destination", dest), ("persistent", "true"),
                                                    ("receipt", b)], b) for b in bodies))
             for _ in bodies:
                 f = c.expect("RECEIPT")
@@ -93,12 +104,13 @@ def producer(port, ledger, rnd, tag, stop):
         c.close()
 
 
-def consumer(port, ledger, rnd, stop):
+def consumer(port, ledger, rnd, stop, dest):
     c = RawClient(port, timeout=5)
     try:
         c.connect()
-        c.send_frame("SUBSCRIBE", [("destination", QUEUE), ("id", "c"),
-                                   ("ack", "client-individual"), ("prefetch-count", "50")])
+        c.send_frame("SUBSCRIBE", [("destination", dest), ("id", "dur" if dest == TOPIC else "c"),
+                                   ("ack", "client-individual"), ("prefetch-count", "50")] +
+                     (DURABLE if dest == TOPIC else []))
         while not stop.is_set():
             f = c.read_frame(2)
             if f.command == "RECEIPT":
@@ -121,12 +133,15 @@ def consumer(port, ledger, rnd, stop):
 
 
 def check(port, ledger, round_no):
-    """Drain the queue after a restart and hold eftd to its promises.
-    Returns the number of messages drained."""
+    """Drain the queue and the durable subscription after a restart and hold
+    eftd to its promises.  Returns the number of messages drained."""
     c = RawClient(port, timeout=10)
     try:
         c.connect()
-        subscribe(c, QUEUE, sid="check", ack="client-individual")
+        c.send_frame("SUBSCRIBE", [("destination", QUEUE), ("id", "check"),
+                                   ("ack", "client-individual")])
+        c.send_frame("SUBSCRIBE", [("destination", TOPIC), ("id", "dur"),
+                                   ("ack", "client-individual")] + DURABLE)
         with ledger.lock:
             must = ledger.promised - ledger.acked - ledger.ack_sent
         got = {}
@@ -146,6 +161,8 @@ def check(port, ledger, round_no):
             where = "round %d: %s" % (round_no, body)
             if body in got:
                 raise AssertionError(where + " arrived twice")
+            if f["destination"] != dest_of(body):
+                raise AssertionError(where + " arrived on " + f["destination"])
             if body in ledger.acked:
                 raise AssertionError(where + " was acknowledged (ACK RECEIPT) and came back")
             if body in ledger.aborted:
@@ -160,17 +177,18 @@ def check(port, ledger, round_no):
             raise AssertionError("round %d: %d messages with a RECEIPT are missing, e.g. %s" %
                                  (round_no, len(missing), sorted(missing)[:5]))
         # acknowledge all of it: the next round starts from nothing queued
-        for i, f in enumerate(got.values()):
-            c.send_frame("ACK", [("id", f["ack"])] + ([("receipt", "done")] if i == len(got) - 1
-                                                      else []))
-        if got:
-            c.expect("RECEIPT")
+        for f in got.values():
+            c.send_frame("ACK", [("id", f["ack"])])
+        # a plain UNSUBSCRIBE keeps the durable subscription, and frees it
+        # for the consumer of the next round
+        c.send_frame("UNSUBSCRIBE", [("id", "dur"), ("receipt", "done")])
+        c.expect("RECEIPT")
         with ledger.lock:
             ledger.acked.update(got)
             ledger.seen.update(got)
             # whatever was uncertain and did not come back is gone for good
             ledger.maybe.clear()
-        return len(got)
+        return len(got), sum(1 for b in got if dest_of(b) == TOPIC)
     finally:
         c.close()
 
@@ -180,13 +198,15 @@ def run(rounds, seed, log=print):
     data = tempfile.mkdtemp(prefix="eftd-crash-")
     ledger = Ledger()
     brokers = []
-    totals = {"kills": 0, "sent": 0, "drained": 0}
+    totals = {"kills": 0, "sent": 0, "drained": 0, "durable": 0}
     try:
         for r in range(rounds + 1):
             b = Broker(config="fsync = always\n", args=["--data-dir", data])
             brokers.append(b)
             b.start()
-            totals["drained"] += check(b.port, ledger, r)
+            drained, durable = check(b.port, ledger, r)
+            totals["drained"] += drained
+            totals["durable"] += durable
             if r == rounds:
                 b.stop()
                 break
@@ -195,9 +215,9 @@ def run(rounds, seed, log=print):
                                                                random.Random(rnd.random()),
                                                                "r%dp%d" % (r, i), stop))
                        for i in range(2)]
-            threads.append(threading.Thread(target=consumer, args=(b.port, ledger,
-                                                                   random.Random(rnd.random()),
-                                                                   stop)))
+            for dest in (QUEUE, TOPIC):
+                threads.append(threading.Thread(target=consumer, args=(
+                    b.port, ledger, random.Random(rnd.random()), stop, dest)))
             for t in threads:
                 t.start()
             time.sleep(rnd.uniform(0.05, 1.0) * SLOW)
@@ -210,8 +230,9 @@ def run(rounds, seed, log=print):
             totals["kills"] += 1
         totals["sent"] = ledger.sent
         log("crash test: %d kill -9 rounds, %d messages with a RECEIPT, %d drained after "
-            "restarts, %d acknowledged, seed %s: every promise kept" %
-            (totals["kills"], ledger.sent, totals["drained"], len(ledger.acked), seed))
+            "restarts (%d of them from the durable subscription), %d acknowledged, seed %s: "
+            "every promise kept" % (totals["kills"], ledger.sent, totals["drained"],
+                                    totals["durable"], len(ledger.acked), seed))
         return totals
     finally:
         for b in brokers:

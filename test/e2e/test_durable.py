@@ -486,6 +486,7 @@ class CrashLoopTest(unittest.TestCase):
         self.assertEqual(totals["kills"], rounds)
         self.assertGreater(totals["sent"], 0)
         self.assertGreater(totals["drained"], 0, lines)
+        self.assertGreater(totals["durable"], 0, lines)
 
 
 @TCP_ONLY
