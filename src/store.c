@@ -406,7 +406,7 @@ store_consumed(struct store *s, struct msg *m)
 static int
 reserve_ids(struct store *s, uint64_t next_id)
 {
-	uint64_t want = next_id + IDS_AHEAD;
+	uint64_t want = next_id < UINT64_MAX - IDS_AHEAD ? next_id + IDS_AHEAD : UINT64_MAX;
 	if (append_id(s, REC_IDS, want) != 0)
 		return -1;
 	s->ids_reserved = want;
