@@ -63,8 +63,10 @@ broker_commit(struct broker *b)
 {
 	if (b->store == NULL)
 		return true;
-	if (store_commit(b->store, now_ms(b), b->next_msg_id) == 0)
+	if (store_commit(b->store, now_ms(b), b->next_msg_id) == 0) {
+		b->commits++;
 		return true;
+	}
 	if (!b->disk_alarm) {
 		b->disk_alarm = true;
 		log_error("journal cannot be written (%s): output and producers wait, retrying",
@@ -74,11 +76,59 @@ broker_commit(struct broker *b)
 }
 
 void
+broker_journal_wait(struct broker *b, struct conn *c)
+{
+	c->journal_commit = b->commits + 1;
+}
+
+bool
+broker_journal_holds(const struct broker *b, const struct conn *c)
+{
+	return c->journal_commit > b->commits;
+}
+
+/* The journal cannot be written: write the output of the connections that
+ * do not wait for it, and keep the others listed, without waking the loop
+ * for them (the journal timer tries again).  The held ones are taken off
+ * the list first, still marked in_flush so that new output does not list
+ * them again. */
+static void
+flush_not_held(struct broker *b)
+{
+	struct conn *held = NULL;
+	for (struct conn *c = b->flush_head, *next; c != NULL; c = next) {
+		next = c->flush_next;
+		if (!broker_journal_holds(b, c))
+			continue;
+		broker_flush_remove(b, c);
+		c->in_flush = true;
+		c->flush_next = held;
+		held = c;
+	}
+	while (b->flush_head != NULL) {
+		struct conn *c = b->flush_head;
+		broker_flush_remove(b, c);
+		conn_flush(c);
+	}
+	while (held != NULL) {
+		struct conn *c = held;
+		held = c->flush_next;
+		c->flush_prev = NULL;
+		c->flush_next = b->flush_head;
+		if (b->flush_head)
+			b->flush_head->flush_prev = c;
+		b->flush_head = c;
+	}
+}
+
+void
 broker_flush(struct broker *b)
 {
 	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs. */
-	if (!broker_commit(b))
+	if (!broker_commit(b)) {
+		flush_not_held(b);
 		return;
+	}
 	while (b->flush_head != NULL) {
 		struct conn *c = b->flush_head;
 		broker_flush_remove(b, c);
@@ -393,6 +443,7 @@ broker_free(struct broker *b)
 		listener_close(l);
 	}
 	broker_close_all(b);
+	store_close(b->store); /* while the messages it keeps are alive */
 	dests_free(&b->dests);
 	if (b->flush_ev)
 		event_free(b->flush_ev);
@@ -402,7 +453,6 @@ broker_free(struct broker *b)
 		event_free(b->stop_ev);
 	if (b->store_ev)
 		event_free(b->store_ev);
-	store_close(b->store);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 	tls_server_free(b->tls);

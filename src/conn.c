@@ -435,7 +435,7 @@ conn_writable(void *arg)
 	struct conn *c = arg;
 	broker_flush_remove(c->broker, c);
 	/* What it writes may be RECEIPTs for records not yet in the journal. */
-	if (!broker_commit(c->broker)) {
+	if (!broker_commit(c->broker) && broker_journal_holds(c->broker, c)) {
 		conn_want_write(c, false);
 		return;
 	}

@@ -396,9 +396,6 @@ msg_unref(struct msg *m)
 {
 	if (--m->refs != 0)
 		return;
-	/* Stored and still queued at shutdown: the journal's link goes with it. */
-	if (m->link != NULL)
-		free(m->link);
 	struct msg_pool *pool = m->pool;
 	if (pool != NULL)
 		pool->live_bytes -= m->size;

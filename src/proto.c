@@ -20,6 +20,7 @@
 #include "eft/msg.h"
 #include "eft/proto.h"
 #include "eft/route.h"
+#include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/tx.h"
@@ -340,6 +341,15 @@ handle_connect(struct conn *c, struct frame *f)
 
 /* ---- SEND ---- */
 
+/* A persistent SEND or COMMIT while the journal cannot be written. */
+static enum result
+fail_unstored(struct conn *c, const struct frame *f)
+{
+	return fail(c, f, "cannot store persistent message", "The journal cannot be written (%s): "
+	    "this %s was not applied and nothing of it was stored; try again later.",
+	    store_error(c->broker->store), frame_cmd_name(f->cmd));
+}
+
 /* persistent:true (JMS, ActiveMQ, RabbitMQ). */
 static bool
 is_persistent(const struct frame *f)
@@ -395,10 +405,15 @@ handle_send(struct conn *c, struct frame *f)
 	if (m == NULL)
 		return fail_oom(c, f);
 	/* Stored when it reaches a queue (or a durable subscription's), if the
-	 * journal is on. */
-	if (c->broker->store != NULL)
+	 * journal is on; refused while the journal cannot be written. */
+	if (c->broker->store != NULL) {
 		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
 		    (kind <= ADDR_TOPIC && is_persistent(f));
+		if (m->persistent && store_failing(c->broker->store)) {
+			msg_unref(m);
+			return fail_unstored(c, f);
+		}
+	}
 	struct dest *d = NULL;
 	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
 		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
@@ -649,6 +664,10 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		tx_abort(&c->session, t);
 		return RESULT_OK;
 	}
+	if (c->broker->store != NULL && store_failing(c->broker->store) && tx_persistent(t)) {
+		tx_abort(&c->session, t);
+		return fail_unstored(c, f);
+	}
 	return tx_commit(&c->session, t) == 0 ? RESULT_OK : fail_oom(c, f);
 }
 
@@ -718,8 +737,26 @@ static const handler_fn handlers[CMD_COUNT] = {
 	[CMD_DISCONNECT] = handle_disconnect,
 };
 
+static inline void handle(struct conn *c, struct frame *f);
+
 void
 proto_handle(struct conn *c, struct frame *f)
+{
+	struct store *st = c->broker->store;
+	if (st == NULL) {
+		handle(c, f);
+		return;
+	}
+	/* What the frame wrote to the journal must be on disk before its
+	 * RECEIPT (and anything after it) leaves. */
+	uint64_t before = store_gathered(st);
+	handle(c, f);
+	if (store_gathered(st) != before)
+		broker_journal_wait(c->broker, c);
+}
+
+static inline __attribute__((always_inline)) void
+handle(struct conn *c, struct frame *f)
 {
 	c->broker->stats.frames_in++;
 	if (f->cmd == CMD_UNKNOWN) {

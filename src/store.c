@@ -68,6 +68,7 @@ struct store {
 	uint32_t ids_written_seg; /* ... and of the newest written */
 	uint64_t next_id_seen;
 	bool gathering;        /* records gathered since the last commit */
+	uint64_t gathered_total; /* bytes of records gathered since open */
 	bool failing;
 	void (*wakeup)(void *);
 	void *wakeup_arg;
@@ -265,6 +266,19 @@ link_free(struct msg *m)
 	m->seg = 0;
 }
 
+/* Every stored message's bookkeeping, at close (the messages live on). */
+static void
+free_links(struct store *s)
+{
+	for (size_t i = 0; i < s->nsegs; i++) {
+		for (struct msg *m = s->segs[i].head, *next; m != NULL; m = next) {
+			next = m->link->next;
+			link_free(m);
+		}
+		s->segs[i].head = NULL;
+	}
+}
+
 /* ---- gathering records ---- */
 
 static void
@@ -296,6 +310,9 @@ batch_room(struct store *s, size_t extra)
 static int
 append(struct store *s, uint8_t type, const struct journal_part *parts, int n)
 {
+	s->gathered_total += JOURNAL_RECORD_HEADER;
+	for (int i = 0; i < n; i++)
+		s->gathered_total += parts[i].len;
 	if (!s->batching) {
 		if (journal_append(s->j, type, parts, n) != 0)
 			return -1;
@@ -571,6 +588,12 @@ store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 	}
 	drop_dead_segments(s);
 	return 0;
+}
+
+uint64_t
+store_gathered(const struct store *s)
+{
+	return s->gathered_total;
 }
 
 bool
@@ -905,6 +928,7 @@ fail:
 		free(s->tab.slot);
 	}
 	journal_close(s->j);
+	free_links(s);
 	free(s->segs);
 	free(s);
 	return NULL;
@@ -916,6 +940,7 @@ store_close(struct store *s)
 	if (s == NULL)
 		return;
 	journal_close(s->j);
+	free_links(s);
 	free(s->segs);
 	free(s->batch);
 	free(s);

@@ -179,3 +179,12 @@ tx_abort(struct session *ss, struct tx *t)
 {
 	tx_free(ss, t);
 }
+
+bool
+tx_persistent(const struct tx *t)
+{
+	for (const struct tx_op *op = t->head; op != NULL; op = op->next)
+		if (op->kind == TX_SEND && op->msg->persistent)
+			return true;
+	return false;
+}

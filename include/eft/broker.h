@@ -63,6 +63,7 @@ struct broker {
 	uint64_t max_disk;                   /* journal bytes above which producers wait */
 	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 	size_t durables;                     /* durable subscriptions (durable.c) */
+	uint64_t commits;                    /* journal commits that succeeded */
 };
 
 /* NULL if out of memory. */
@@ -82,8 +83,13 @@ void broker_close_all(struct broker *b);
  * -1 with a one-line reason in err. */
 int broker_open_store(struct broker *b, char *err, size_t errlen);
 /* Write what the journal gathered this turn (before any output that
- * depends on it).  False if it could not be written: output waits. */
+ * depends on it).  False if it could not be written: the output of the
+ * connections whose frames gathered records waits (broker_journal_wait). */
 bool broker_commit(struct broker *b);
+/* c's last frame gathered journal records: its output waits for them. */
+void broker_journal_wait(struct broker *b, struct conn *c);
+/* Does c's output wait for records not yet written? */
+bool broker_journal_holds(const struct broker *b, const struct conn *c);
 
 /* Would another message for queue d break a limit?  (max-queue-*) */
 bool broker_queue_full(const struct broker *b, const struct dest *d);

@@ -37,6 +37,7 @@ struct conn {
 	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;
+	uint64_t journal_commit;       /* its output waits for the broker's commit number this */
 	struct conn *prev, *next;      /* broker->conns */
 	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
 	unsigned hb_recv_ms;           /* the client promised to send this often; 0 = no promise */

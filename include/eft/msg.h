@@ -45,8 +45,7 @@ struct msg {
 	char *body;                        /* body_len bytes, then a NUL */
 	size_t body_len;
 	size_t size;                       /* bytes allocated, for accounting */
-	struct store_link *link;           /* the journal's bookkeeping while seg != 0 (store.c;
-	                                      freed with the message) */
+	struct store_link *link;           /* the journal's bookkeeping while seg != 0 (store.c) */
 	char data[];
 };
 

@@ -59,7 +59,9 @@ struct store_recovered {
 struct store *store_open(const struct store_options *opt, struct dests *dests,
     struct msg_pool *pool, uint64_t *next_msg_id, struct store_recovered *rec, char *err,
     size_t errlen);
-/* Commit what is gathered (best effort), close the journal. */
+/* Commit what is gathered (best effort), close the journal, and drop the
+ * bookkeeping of every message still stored: call it while they are alive
+ * (before the destinations are freed). */
 void store_close(struct store *s);
 
 /* Called once each time records start to gather after a commit, so that
@@ -99,6 +101,10 @@ size_t store_msg_record_size(const struct msg *m, size_t dest_len);
  * (the reason in store_error): the records stay gathered, and the next call
  * tries again. */
 int store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id);
+/* Bytes of records gathered since open (it only grows): a caller compares
+ * it before and after handling a frame to know whether the frame's effects
+ * wait for the next commit. */
+uint64_t store_gathered(const struct store *s);
 /* Is anything gathered and not yet written? */
 bool store_pending(const struct store *s);
 /* everysec: sync now if written data has waited a second (the caller's

@@ -50,5 +50,7 @@ int tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack);
  * same (its messages dropped). */
 int tx_commit(struct session *ss, struct tx *t);
 void tx_abort(struct session *ss, struct tx *t);
+/* Does t hold a persistent SEND? */
+bool tx_persistent(const struct tx *t);
 
 #endif

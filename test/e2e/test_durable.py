@@ -686,6 +686,25 @@ class DiskTest(DurableBase):
             self.fail("the disk never filled")
         self.assertIn("journal cannot be written", b.read_log())
         self.assertIn("No space left on device", b.read_log())
+        # meanwhile a persistent SEND is refused with an ERROR, and what
+        # needs no journal goes on
+        other = self.client(b)
+        other.send_frame("SEND", [("destination", "/queue/f"), ("persistent", "true"),
+                                  ("receipt", "refused")], "x")
+        err = other.expect_error_and_close()
+        self.assertEqual(err["message"], "cannot store persistent message")
+        self.assertIn("No space left on device", err.body.decode())
+        tx = self.client(b)
+        tx.send_frame("BEGIN", [("transaction", "t")])
+        tx.send_frame("SEND", [("destination", "/queue/f"), ("persistent", "true"),
+                               ("transaction", "t")], "in a transaction")
+        tx.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        self.assertEqual(tx.expect_error_and_close()["message"], "cannot store persistent message")
+        t = self.client(b)
+        subscribe(t, "/topic/still")
+        t.send_frame("SEND", [("destination", "/topic/still"), ("receipt", "mem")], "in memory")
+        self.assertEqual(t.expect("MESSAGE").body, b"in memory")
+        expect_receipt(t, "mem")
         # room again: the held RECEIPT goes out, and producers carry on
         os.unlink(filler)
         try:

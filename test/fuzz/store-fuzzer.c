@@ -289,12 +289,13 @@ env_open(struct env *e)
 	return e->s;
 }
 
-/* As eftd shuts down: its queues, the store, the message pool. */
+/* As eftd shuts down: the store (while its messages live), the queues,
+ * the message pool. */
 static void
 env_close(struct env *e)
 {
-	dests_free(&e->dests);
 	store_close(e->s);
+	dests_free(&e->dests);
 	msg_pool_drain(&e->pool);
 	e->s = NULL;
 }
