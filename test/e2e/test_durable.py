@@ -498,6 +498,8 @@ class StartupTest(DurableBase):
     def test_without_data_dir_one_warning(self):
         b = Broker().start()
         self.brokers.append(b)
+        # logged once the listeners are open: the log may not have it yet
+        wait_for(lambda: "no data-dir" in b.read_log(), 5 * SLOW, "the warning")
         log = b.read_log()
         self.assertIn("warn: no data-dir: messages are kept in memory only, and persistent "
                       "messages will not survive a restart", log)
@@ -616,8 +618,11 @@ class DiskTest(DurableBase):
             send(p, "/queue/flow", body, "r%d" % i if i % 100 == 99 else None,
                  [("persistent", "true")])
             if i % 100 == 99:
-                for f in c.read_frames(100):
-                    c.send_frame("ACK", [("id", f["ack"])])
+                got = c.read_frames(100)
+                for k, f in enumerate(got):
+                    c.send_frame("ACK", [("id", f["ack"])] + ([("receipt", "a%d" % i)]
+                                                               if k == 99 else []))
+                expect_receipt(c, "a%d" % i)
         psend(p, "/queue/flow", "end", "end")
         c.expect("MESSAGE")
         # 3 MB went through; what is live is two messages
