@@ -9,35 +9,18 @@
 #include "eft/session.h"
 #include "eft/store.h"
 
-static const struct header *
-header_named(const struct frame *f, const char *name)
-{
-	size_t len = strlen(name);
-	for (size_t i = 0; i < f->nhdr; i++)
-		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
-			return &f->hdr[i];
-	return NULL;
-}
-
-static bool
-header_is(const struct frame *f, const char *name, const char *value)
-{
-	const struct header *h = header_named(f, name);
-	return h != NULL && h->value_len == strlen(value) && memcmp(h->value, value, h->value_len) == 0;
-}
-
 bool
 durable_name(const struct session *ss, const struct frame *f, char *out, size_t outlen,
     size_t *len)
 {
-	const struct header *name = header_named(f, "activemq.subscriptionName");
+	const struct header *name = frame_find(f, "activemq.subscriptionName");
 	const struct header *id = frame_get(f, HDR_ID);
 	int n;
 	if (name != NULL && ss->client_id != NULL) {
 		n = snprintf(out, outlen, DURABLE_PREFIX "activemq:%s:%.*s", ss->client_id,
 		    (int)name->value_len, name->value);
-	} else if (id != NULL && (header_is(f, "durable", "true") || header_is(f, "persistent", "true")) &&
-	    header_is(f, "auto-delete", "false")) {
+	} else if (id != NULL && frame_header_is(f, "auto-delete", "false") &&
+	    (frame_header_is(f, "durable", "true") || frame_header_is(f, "persistent", "true"))) {
 		n = snprintf(out, outlen, DURABLE_PREFIX "rabbitmq:%.*s", (int)id->value_len, id->value);
 	} else {
 		return false;

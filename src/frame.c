@@ -267,3 +267,20 @@ frame_unescape(enum stomp_version v, char *s, uint32_t *len)
 	*len = (uint32_t)(out - s);
 	return 0;
 }
+
+const struct header *
+frame_find(const struct frame *f, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < f->nhdr; i++)
+		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
+			return &f->hdr[i];
+	return NULL;
+}
+
+bool
+frame_header_is(const struct frame *f, const char *name, const char *value)
+{
+	const struct header *h = frame_find(f, name);
+	return h != NULL && h->value_len == strlen(value) && memcmp(h->value, value, h->value_len) == 0;
+}

@@ -134,17 +134,6 @@ require(struct conn *c, const struct frame *f, enum hdr_id id)
 	return NULL;
 }
 
-/* A header the parser does not index (rare ones), or NULL. */
-static const struct header *
-find_header(const struct frame *f, const char *name)
-{
-	size_t len = strlen(name);
-	for (size_t i = 0; i < f->nhdr; i++)
-		if (f->hdr[i].name_len == len && memcmp(f->hdr[i].name, name, len) == 0)
-			return &f->hdr[i];
-	return NULL;
-}
-
 /* A destination eftd serves, or NULL after an ERROR. */
 static const struct header *
 require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
@@ -305,7 +294,7 @@ handle_connect(struct conn *c, struct frame *f)
 	if (!authenticate(c, f, login))
 		return RESULT_FAILED;
 
-	const struct header *cid = find_header(f, "client-id");
+	const struct header *cid = frame_find(f, "client-id");
 	if (cid != NULL && (c->session.client_id = strndup(cid->value, cid->value_len)) == NULL)
 		return fail_oom(c, f);
 	c->session.version = (enum stomp_version)v;
@@ -350,13 +339,6 @@ fail_unstored(struct conn *c, const struct frame *f)
 	    store_error(c->broker->store), frame_cmd_name(f->cmd));
 }
 
-/* persistent:true (JMS, ActiveMQ, RabbitMQ). */
-static bool
-is_persistent(const struct frame *f)
-{
-	const struct header *h = find_header(f, "persistent");
-	return h != NULL && h->value_len == 4 && memcmp(h->value, "true", 4) == 0;
-}
 
 static enum result
 handle_send(struct conn *c, struct frame *f)
@@ -408,7 +390,7 @@ handle_send(struct conn *c, struct frame *f)
 	 * journal is on; refused while the journal cannot be written. */
 	if (c->broker->store != NULL) {
 		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
-		    (kind <= ADDR_TOPIC && is_persistent(f));
+		    (kind <= ADDR_TOPIC && frame_header_is(f, "persistent", "true"));
 		if (m->persistent && store_failing(c->broker->store)) {
 			msg_unref(m);
 			return fail_unstored(c, f);
@@ -490,7 +472,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
 	if (ph == NULL)
-		ph = find_header(f, "activemq.prefetchSize");
+		ph = frame_find(f, "activemq.prefetchSize");
 	if (ph != NULL && (frame_parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);

@@ -81,6 +81,12 @@ frame_get(const struct frame *f, enum hdr_id id)
 	return f->known[id] < 0 ? NULL : &f->hdr[f->known[id]];
 }
 
+/* First header named name, for the rare ones the parser does not index
+ * (persistent, client-id, activemq.*): a walk over the headers; or NULL. */
+const struct header *frame_find(const struct frame *f, const char *name);
+/* Is the first header named name exactly value? */
+bool frame_header_is(const struct frame *f, const char *name, const char *value);
+
 /* A header value that must be a plain decimal number (content-length,
  * message-id, prefetch-count...): digits only, at most 19 of them. */
 int frame_parse_u64(const char *s, size_t len, uint64_t *out);
