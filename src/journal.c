@@ -444,6 +444,8 @@ journal_drop_segment(struct journal *j, uint32_t seg)
 		return -1;
 	}
 	segment_path(j->dir, seg, path, sizeof(path));
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return 0; /* gone already (a torn segment that never got its header) */
 	if (stat(path, &st) != 0 || unlink(path) != 0) {
 		snprintf(j->error, sizeof(j->error), "%s: %s", path, strerror(errno));
 		return -1;

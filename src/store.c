@@ -532,7 +532,8 @@ static void
 compact_step(struct store *s)
 {
 	uint64_t disk = journal_bytes(s->j);
-	if (s->nsegs < 3 || disk <= 2 * s->live_bytes + 2 * s->segment_size)
+	/* Not while writes fail: each retry would gather the copies again. */
+	if (s->failing || s->nsegs < 3 || disk <= 2 * s->live_bytes + 2 * s->segment_size)
 		return;
 	struct segment *old = &s->segs[0];
 	uint32_t cur = journal_segment(s->j);

@@ -580,6 +580,19 @@ class DamageTest(DurableBase):
             self.assertEqual([g.body[:2] for g in got], [b"d0", b"d1", b"d2", b"d3"])
             self.crash(b)
 
+    def test_segment_torn_before_its_header_is_cut_and_the_rest_carries_on(self):
+        self.fill()
+        # a crash while the next segment was being made: a few bytes of header
+        with open(os.path.join(self.data, "journal-00000002.log"), "wb") as f:
+            f.write(b"EFTJR")
+        b = self.start()
+        self.assertIn("journal: cut 5 bytes of a record torn by a crash", b.read_log())
+        self.assertEqual(len(self.drain(b, "/queue/d")), 5)
+        # everything consumed: the old segments go, the missing one too
+        wait_for(lambda: [os.path.basename(p) for p in self.segments()] ==
+                 ["journal-00000003.log"], 5 * SLOW, "old segments to be deleted")
+        self.assertNotIn("warn: ", b.read_log().split("torn by a crash")[1])
+
     def test_flipped_bit_refuses_to_start_then_recover_skips_it(self):
         seg = self.fill()
         start, length = self.records(seg)[2]  # IDS, d0, d1: the second message
