@@ -272,6 +272,13 @@ main(int argc, char **argv)
 		log_warn("discarding %zu queued message%s on %zu destination%s (no data-dir: eftd "
 		    "keeps messages in memory only)", queued, queued == 1 ? "" : "s", ndests,
 		    ndests == 1 ? "" : "s");
+	if (b->store != NULL) {
+		const struct journal_sync_stats *ss = store_sync_stats(b->store);
+		if (ss->count > 0)
+			log_info("journal: %llu fsyncs, mean %.2f ms, max %.2f ms",
+			    (unsigned long long)ss->count, (double)ss->total_us / ss->count / 1000.0,
+			    (double)ss->max_us / 1000.0);
+	}
 	/* The last line logged. */
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
 	    "%llu replies dropped (temp-queue owner gone)",

@@ -31,6 +31,8 @@ enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS 
 #define IDS_AHEAD ((uint64_t)1 << 22)
 /* Moving long-lived messages forward: at most this many record bytes a turn. */
 #define COMPACT_BUDGET (4u << 20)
+/* An fsync this slow is logged. */
+#define SLOW_SYNC_US 1000000
 
 /* A stored message's place: on its segment's list, and the queue it was
  * stored for (its MSG record is written again there when it moves). */
@@ -70,6 +72,7 @@ struct store {
 	bool gathering;        /* records gathered since the last commit */
 	uint64_t gathered_total; /* bytes of records gathered since open */
 	bool failing;
+	uint64_t syncs_seen;   /* journal fsyncs already looked at */
 	void (*wakeup)(void *);
 	void *wakeup_arg;
 	/* while opening */
@@ -574,6 +577,14 @@ store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 		s->failing = true;
 		return -1;
 	}
+	const struct journal_sync_stats *ss = journal_sync_stats(s->j);
+	if (ss->count != s->syncs_seen) {
+		s->syncs_seen = ss->count;
+		/* Every loop turn waits for it, under fsync = always. */
+		if (ss->last_us >= SLOW_SYNC_US)
+			log_warn("journal: fdatasync took %llu ms (is the disk busy?)",
+			    (unsigned long long)(ss->last_us / 1000));
+	}
 	if (s->failing)
 		log_info("journal: writing again");
 	s->failing = false;
@@ -621,6 +632,12 @@ bool
 store_failing(const struct store *s)
 {
 	return s->failing;
+}
+
+const struct journal_sync_stats *
+store_sync_stats(const struct store *s)
+{
+	return journal_sync_stats(s->j);
 }
 
 uint64_t

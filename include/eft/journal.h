@@ -85,6 +85,15 @@ int journal_commit(struct journal *j, uint64_t now_ms);
 /* Everything written so far is on disk (everysec's timer; shutdown). */
 int journal_sync(struct journal *j);
 
+/* How long fdatasync took: for the log and for metrics. */
+struct journal_sync_stats {
+	uint64_t count;
+	uint64_t total_us;
+	uint64_t max_us;
+	uint64_t last_us;
+};
+const struct journal_sync_stats *journal_sync_stats(const struct journal *j);
+
 const char *journal_error(const struct journal *j);
 /* The segment the next record goes to, and the bytes written in all. */
 uint32_t journal_segment(const struct journal *j);

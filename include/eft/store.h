@@ -113,6 +113,8 @@ int store_tick(struct store *s, uint64_t now_ms);
 const char *store_error(const struct store *s);
 bool store_failing(const struct store *s);   /* the last commit failed */
 
+/* fdatasync timings of the journal. */
+const struct journal_sync_stats *store_sync_stats(const struct store *s);
 /* Journal bytes on disk, and the bytes of live messages' records. */
 uint64_t store_disk_bytes(const struct store *s);
 uint64_t store_live_bytes(const struct store *s);

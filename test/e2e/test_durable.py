@@ -122,6 +122,8 @@ class RestartTest(DurableBase):
         self.stop(b)
         self.assertIn("20 messages queued on 1 destination; 20 persistent in the journal",
                       b.read_log())
+        # how long the journal's fsyncs took, for whoever reads the log
+        self.assertRegex(b.read_log(), r"journal: [1-9][0-9]* fsyncs, mean [0-9.]+ ms, max ")
         b = self.start()
         self.assertIn("20 messages back on 1 queue (0 redelivered)", b.read_log())
         got = self.drain(b, "/queue/keep")
