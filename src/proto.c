@@ -339,7 +339,6 @@ fail_unstored(struct conn *c, const struct frame *f)
 	    store_error(c->broker->store), frame_cmd_name(f->cmd));
 }
 
-
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {

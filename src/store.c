@@ -507,7 +507,6 @@ store_batch_end(struct store *s)
 
 /* ---- commit ---- */
 
-
 /* Delete the oldest segments while nothing on them is live (and a newer
  * one holds the id reservation). */
 static void
