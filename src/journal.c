@@ -14,6 +14,7 @@
 
 #include "eft/crc32c.h"
 #include "eft/journal.h"
+#include "eft/le.h"
 
 /* everysec: ask for writeback each time this much more is written. */
 #define WRITEBACK_STEP (8u << 20)
@@ -38,21 +39,6 @@ struct journal {
 	char error[PATH_MAX + 128];
 };
 
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* The CRC of a record: its length and type bytes, then its payload. */
 static uint32_t
 record_crc(const uint8_t *hdr, const uint8_t *payload, size_t len)
@@ -70,11 +56,11 @@ record_valid(const uint8_t *p, size_t n, size_t *total)
 {
 	if (n < JOURNAL_RECORD_HEADER)
 		return false;
-	uint32_t len = get_u32(p);
+	uint32_t len = le_get32(p);
 	if (len > JOURNAL_RECORD_MAX || len > n - JOURNAL_RECORD_HEADER ||
 	    p[9] != 0 || p[10] != 0 || p[11] != 0)
 		return false;
-	if (record_crc(p, p + JOURNAL_RECORD_HEADER, len) != get_u32(p + 4))
+	if (record_crc(p, p + JOURNAL_RECORD_HEADER, len) != le_get32(p + 4))
 		return false;
 	*total = JOURNAL_RECORD_HEADER + len;
 	return true;
@@ -182,8 +168,8 @@ replay_segment(struct journal *j, uint32_t seg, bool last, bool recover, journal
 		}
 		cut = 0; /* a crash while the segment was being made */
 		pos = size;
-	} else if (memcmp(data, segment_magic, 8) != 0 || get_u32(data + 8) != 1 ||
-	    get_u32(data + 12) != seg) {
+	} else if (memcmp(data, segment_magic, 8) != 0 || le_get32(data + 8) != 1 ||
+	    le_get32(data + 12) != seg) {
 		snprintf(err, errlen, "%s: offset 0: not an eft journal segment (or not number %u)",
 		    path, seg);
 		goto out;
@@ -208,7 +194,7 @@ replay_segment(struct journal *j, uint32_t seg, bool last, bool recover, journal
 		while (next < size && !record_valid(data + next, size - next, &n))
 			next++;
 		bool runs_past = size - pos < JOURNAL_RECORD_HEADER ||
-		    (uint64_t)get_u32(data + pos) + JOURNAL_RECORD_HEADER > size - pos;
+		    (uint64_t)le_get32(data + pos) + JOURNAL_RECORD_HEADER > size - pos;
 		if (last && next == size && runs_past) {
 			cut = pos;
 			break;
@@ -262,8 +248,8 @@ new_segment(struct journal *j, uint32_t seg)
 	}
 	uint8_t hdr[JOURNAL_SEGMENT_HEADER];
 	memcpy(hdr, segment_magic, 8);
-	put_u32(hdr + 8, 1);
-	put_u32(hdr + 12, seg);
+	le_put32(hdr + 8, 1);
+	le_put32(hdr + 12, seg);
 	if (write(fd, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr) || fdatasync(fd) != 0 ||
 	    sync_dir(j->dir) != 0) {
 		snprintf(j->error, sizeof(j->error), "%s: %s", path, strerror(errno ? errno : EIO));
@@ -368,10 +354,10 @@ journal_append(struct journal *j, uint8_t type, const struct journal_part *parts
 		memcpy(p, parts[i].data, parts[i].len);
 		p += parts[i].len;
 	}
-	put_u32(hdr, (uint32_t)len);
+	le_put32(hdr, (uint32_t)len);
 	hdr[8] = type;
 	hdr[9] = hdr[10] = hdr[11] = 0;
-	put_u32(hdr + 4, record_crc(hdr, hdr + JOURNAL_RECORD_HEADER, len));
+	le_put32(hdr + 4, record_crc(hdr, hdr + JOURNAL_RECORD_HEADER, len));
 	j->len = need;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "eft/dest.h"
+#include "eft/le.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/store.h"
@@ -82,47 +83,6 @@ struct store {
 	struct dest *last_dest;
 	char error[512];
 };
-
-/* ---- encoding ---- */
-
-static void
-put_u16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void
-put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t
-get_u16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-get_u64(const uint8_t *p)
-{
-	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
 
 /* ---- the id table ---- */
 
@@ -330,7 +290,7 @@ append(struct store *s, uint8_t type, const struct journal_part *parts, int n)
 		return -1;
 	}
 	uint8_t *p = s->batch + s->batch_len;
-	put_u32(p, (uint32_t)len);
+	le_put32(p, (uint32_t)len);
 	p[4] = type;
 	p[5] = p[6] = p[7] = 0;
 	p += BATCH_SUB_HEAD;
@@ -346,7 +306,7 @@ static int
 append_id(struct store *s, uint8_t type, uint64_t id)
 {
 	uint8_t b[8];
-	put_u64(b, id);
+	le_put64(b, id);
 	struct journal_part part = { b, sizeof(b) };
 	return append(s, type, &part, 1);
 }
@@ -368,17 +328,17 @@ append_msg(struct store *s, const struct dest *d, const struct msg *m)
 	int nblocks = msg_nblocks(m);
 	size_t name_len = dest_name_len(d);
 	uint8_t head[MSG_HEAD + 4 * STOMP_VERSIONS];
-	put_u64(head, m->id);
+	le_put64(head, m->id);
 	head[8] = m->delivered ? MSG_FLAG_DELIVERED : 0;
 	head[9] = (uint8_t)nblocks;
-	put_u16(head + 10, (uint16_t)name_len);
-	put_u32(head + 12, (uint32_t)m->body_len);
+	le_put16(head + 10, (uint16_t)name_len);
+	le_put32(head + 12, (uint32_t)m->body_len);
 	struct journal_part parts[3 + STOMP_VERSIONS];
 	int n = 0;
 	parts[n++] = (struct journal_part){ head, MSG_HEAD + 4 * (size_t)nblocks };
 	parts[n++] = (struct journal_part){ dest_name(d), name_len };
 	for (int v = 0; v < nblocks; v++) {
-		put_u32(head + MSG_HEAD + 4 * v, m->block_len[v]);
+		le_put32(head + MSG_HEAD + 4 * v, m->block_len[v]);
 		parts[n++] = (struct journal_part){ m->block[v], m->block_len[v] };
 	}
 	parts[n++] = (struct journal_part){ m->body, m->body_len };
@@ -438,8 +398,8 @@ int
 store_bind(struct store *s, const struct dest *queue, const struct dest *topic)
 {
 	uint8_t head[4];
-	put_u16(head, (uint16_t)dest_name_len(queue));
-	put_u16(head + 2, (uint16_t)dest_name_len(topic));
+	le_put16(head, (uint16_t)dest_name_len(queue));
+	le_put16(head + 2, (uint16_t)dest_name_len(topic));
 	struct journal_part parts[3] = {
 		{ head, sizeof(head) },
 		{ dest_name(queue), dest_name_len(queue) },
@@ -673,10 +633,10 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 {
 	if (len < MSG_HEAD)
 		return -1;
-	uint64_t id = get_u64(p);
+	uint64_t id = le_get64(p);
 	bool delivered = (p[8] & MSG_FLAG_DELIVERED) != 0;
 	int nblocks = p[9];
-	size_t name_len = get_u16(p + 10), body_len = get_u32(p + 12);
+	size_t name_len = le_get16(p + 10), body_len = le_get32(p + 12);
 	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
 		return -1;
 	size_t head = MSG_HEAD + 4 * (size_t)nblocks, total = head + name_len + body_len;
@@ -685,7 +645,7 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	if (len < head)
 		return -1;
 	for (int v = 0; v < nblocks; v++) {
-		lens[v] = get_u32(p + MSG_HEAD + 4 * v);
+		lens[v] = le_get32(p + MSG_HEAD + 4 * v);
 		total += lens[v];
 	}
 	if (total != len || name_len == 0)
@@ -729,7 +689,7 @@ replay_sub(struct store *s, const uint8_t *p, size_t len)
 {
 	if (len < 4)
 		return -1;
-	size_t qlen = get_u16(p), tlen = get_u16(p + 2);
+	size_t qlen = le_get16(p), tlen = le_get16(p + 2);
 	if (qlen == 0 || tlen == 0 || 4 + qlen + tlen != len)
 		return -1;
 	struct dest *q = dests_get(s->dests, (const char *)p + 4, qlen, DEST_QUEUE);
@@ -749,7 +709,7 @@ replay_batch(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	while (pos < len) {
 		if (len - pos < BATCH_SUB_HEAD)
 			return -1;
-		size_t n = get_u32(p + pos);
+		size_t n = le_get32(p + pos);
 		uint8_t type = p[pos + 4];
 		if (n > len - pos - BATCH_SUB_HEAD || type == REC_BATCH)
 			return -1;
@@ -773,7 +733,7 @@ replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *ar
 		if (len != 8)
 			return -1;
 		/* Not found: its MSG was on a segment already deleted. */
-		if ((found = idtab_find(&s->tab, get_u64(p))) == NULL)
+		if ((found = idtab_find(&s->tab, le_get64(p))) == NULL)
 			return 0;
 		if (type == REC_DELIVERED) {
 			(*found)->delivered = true;
@@ -797,8 +757,8 @@ replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *ar
 	case REC_IDS:
 		if (len != 8)
 			return -1;
-		if (get_u64(p) > s->ids_reserved)
-			s->ids_reserved = get_u64(p);
+		if (le_get64(p) > s->ids_reserved)
+			s->ids_reserved = le_get64(p);
 		return 0;
 	default:
 		return -1;

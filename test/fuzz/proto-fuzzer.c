@@ -48,16 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NCLIENTS 3
 #define SEPARATOR 0xff
 
-#define CHECK(cond, ...)                                                            \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "proto-fuzzer: %s (%s:%d): ", #cond, __FILE__, \
-			    __LINE__);                                              \
-			fprintf(stderr, __VA_ARGS__);                               \
-			fputc('\n', stderr);                                        \
-			abort();                                                    \
-		}                                                                   \
-	} while (0)
+#define FUZZER "proto-fuzzer"
+#include "check.h"
 
 /* Temp-queue names come from getrandom: make them predictable, so that an
  * input can SEND to /reply-queue/eft.gen-AAAAAAAAAAAAAAAAAAAAAA (the first

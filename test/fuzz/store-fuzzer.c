@@ -41,16 +41,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond, ...)                                                            \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "store-fuzzer: %s (%s:%d): ", #cond, __FILE__, \
-			    __LINE__);                                              \
-			fprintf(stderr, __VA_ARGS__);                               \
-			fputc('\n', stderr);                                        \
-			abort();                                                    \
-		}                                                                   \
-	} while (0)
+#define FUZZER "store-fuzzer"
+#include "check.h"
 
 static char dir[64];
 
