@@ -24,7 +24,8 @@ LDLIBS   += -levent -lsodium -lssl -lcrypto
 RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws --data-dir data
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
-LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+# dashboard.S puts web/dashboard.html in the binary (.incbin).
+LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/dashboard.o
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRCS := $(wildcard tools/eft-bench/*.c)
@@ -43,6 +44,10 @@ all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
 $(BUILD)/obj/%.o: src/%.c
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/dashboard.o: src/dashboard.S web/dashboard.html
+	$(Q)mkdir -p $(dir $@)
+	$(QCC)$(CC) $(CPPFLAGS) -c $< -o $@
 
 $(BUILD)/obj/bench/%.o: tools/eft-bench/%.c
 	$(Q)mkdir -p $(dir $@)

@@ -41,6 +41,7 @@ struct auth_user {
 	int lineno;             /* where the users file defines it */
 	char hash[AUTH_HASH_MAX];
 	struct auth_perm read, write;
+	bool admin;             /* the :admin mark: may use the admin HTTP listener */
 	bool cached;            /* cache holds the last passcode verified */
 	unsigned char cache[crypto_generichash_BYTES];
 };
@@ -97,6 +98,12 @@ auth_find(const struct auth *a, const char *name, size_t len)
 	if (name != NULL)
 		HASH_FIND(hh, a->users, name, len, u);
 	return u;
+}
+
+bool
+auth_user_is_admin(const struct auth_user *u)
+{
+	return u != NULL && u->admin;
 }
 
 const char *
@@ -197,7 +204,7 @@ auth_parse_user(struct auth *a, char *s, const char *path, int lineno, char *rea
 	char *name = strsep(&s, ":");
 	char *hash = strsep(&s, ":");
 	if (hash == NULL) {
-		snprintf(reason, reasonlen, "expected NAME:HASH[:read=PREFIX,...][:write=PREFIX,...]");
+		snprintf(reason, reasonlen, "expected NAME:HASH[:read=PREFIX,...][:write=PREFIX,...][:admin]");
 		goto fail;
 	}
 	size_t name_len = strlen(name);
@@ -241,12 +248,20 @@ auth_parse_user(struct auth *a, char *s, const char *path, int lineno, char *rea
 	while ((field = strsep(&s, ":")) != NULL) {
 		struct auth_perm *p;
 		const char *which;
+		if (strcmp(field, "admin") == 0) {
+			if (u->admin) {
+				snprintf(reason, reasonlen, "admin given twice");
+				goto fail;
+			}
+			u->admin = true;
+			continue;
+		}
 		if (strncmp(field, "read=", 5) == 0)
 			p = &u->read, which = "read";
 		else if (strncmp(field, "write=", 6) == 0)
 			p = &u->write, which = "write";
 		else {
-			snprintf(reason, reasonlen, "unknown field '%.100s' (expected read= or write=)",
+			snprintf(reason, reasonlen, "unknown field '%.100s' (expected read=, write= or admin)",
 			    field);
 			goto fail;
 		}
@@ -366,7 +381,8 @@ auth_list(char *out, size_t outlen, const char *what, const struct auth *from,
 	HASH_ITER(hh, from->users, u, tmp) {
 		o = auth_find(other, u->name, u->name_len);
 		bool listed = changed ? o != NULL && (strcmp(o->hash, u->hash) != 0 ||
-		    !auth_perm_equal(&o->read, &u->read) || !auth_perm_equal(&o->write, &u->write))
+		    !auth_perm_equal(&o->read, &u->read) || !auth_perm_equal(&o->write, &u->write) ||
+		    o->admin != u->admin)
 		    : o == NULL;
 		if (!listed)
 			continue;

@@ -8,12 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/statvfs.h>
+#include <sys/time.h>
 
 #include <event2/event.h>
 
 #include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/conn.h"
+#include "eft/http.h"
 #include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/store.h"
@@ -368,6 +370,8 @@ void
 broker_shutdown(struct broker *b, unsigned grace_ms)
 {
 	b->stopping = true;
+	http_server_free(b->http);
+	b->http = NULL;
 	while (b->listeners != NULL) {
 		struct listener *l = b->listeners;
 		b->listeners = l->next;
@@ -419,6 +423,9 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->next_msg_id = 1;
 	b->next_sub_seq = 1;
 	b->next_session = 1;
+	struct timeval now;
+	gettimeofday(&now, NULL);
+	b->started_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
 	b->max_conns = SIZE_MAX;
@@ -442,6 +449,7 @@ broker_free(struct broker *b)
 		b->listeners = l->next;
 		listener_close(l);
 	}
+	http_server_free(b->http);
 	broker_close_all(b);
 	store_close(b->store); /* while the messages it keeps are alive */
 	dests_free(&b->dests);
@@ -466,12 +474,22 @@ broker_listen(struct broker *b, char *err, size_t errlen)
 	struct listener **tail = &b->listeners;
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		const struct config_listen *where = &cfg->listen[i];
+		if (config_listen_is_http(where)) {
+			if (b->http == NULL && (b->http = http_server_new(b)) == NULL) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			if (http_server_bind(b->http, where, err, errlen) != 0)
+				return -1;
+			continue;
+		}
 		bool tls = strcmp(where->scheme, "tls") == 0 || strcmp(where->scheme, "wss") == 0;
 		if (tls && b->tls == NULL && (b->tls = tls_server_new(cfg, err, errlen)) == NULL)
 			return -1;
 		struct listener *l = listener_open(b, where, tls ? b->tls : NULL, err, errlen);
 		if (l == NULL)
 			return -1;
+		l->idx = (unsigned)i;
 		*tail = l;
 		tail = &l->next;
 	}

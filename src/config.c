@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "eft/config.h"
 
@@ -69,6 +71,7 @@ static const struct key_def keys[CFG_NKEYS] = {
 	SIZE_KEY(CFG_JOURNAL_SEGMENT_SIZE, "journal-segment-size", journal_segment_size, 64u << 10,
 	    1ull << 30),
 	KEY(CFG_RECOVER, "recover", T_BOOL, recover, 0, 0, false),
+	KEY(CFG_LOG_FILE, "log-file", T_PATH, log_file, 0, 0, false),
 };
 
 /* Strong TLS 1.2 suites with forward secrecy (TLS 1.3 suites are OpenSSL's). */
@@ -150,15 +153,15 @@ find_key(const char *name)
 static int
 parse_listen(const char *value, struct config_listen *out, char *err, size_t errlen)
 {
-	static const char *const schemes[] = { "tcp", "tls", "ws", "wss" };
+	static const char *const schemes[] = { "tcp", "tls", "ws", "wss", "http" };
 	const char *sep = strstr(value, "://");
 	size_t slen = sep ? (size_t)(sep - value) : 0;
 	bool known = false;
 	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
 		known |= slen == strlen(schemes[i]) && memcmp(value, schemes[i], slen) == 0;
 	if (!known) {
-		snprintf(err, errlen, "listen: '%s' does not start with tcp://, tls://, ws:// or wss://",
-		    value);
+		snprintf(err, errlen, "listen: '%s' does not start with tcp://, tls://, ws://, wss:// "
+		    "or http://", value);
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
@@ -493,10 +496,31 @@ check_pair(struct config *cfg, enum config_key small, size_t allowed, enum confi
 	return -1;
 }
 
+bool
+config_listen_is_http(const struct config_listen *l)
+{
+	return strcmp(l->scheme, "http") == 0;
+}
+
+bool
+config_host_is_loopback(const char *host)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 int
 config_check(struct config *cfg, char *err, size_t errlen)
 {
-	if (cfg->nlisten > 0 && (cfg->origin[CFG_BIND] != CONFIG_DEFAULT ||
+	size_t nstomp = 0;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		nstomp += !config_listen_is_http(&cfg->listen[i]);
+	if (nstomp > 0 && (cfg->origin[CFG_BIND] != CONFIG_DEFAULT ||
 	    cfg->origin[CFG_PORT] != CONFIG_DEFAULT)) {
 		snprintf(err, errlen, "%s%s%s is the shorthand for one tcp:// listener: with listen, "
 		    "give every listener as a URL (e.g. listen = tcp://%s:%u)",
@@ -504,19 +528,22 @@ config_check(struct config *cfg, char *err, size_t errlen)
 		    cfg->origin[CFG_BIND] != CONFIG_DEFAULT ? "bind" : "port", cfg->bind, cfg->port);
 		return -1;
 	}
-	if (cfg->nlisten == 0) {
-		/* The shorthand: one tcp listener. */
-		struct config_listen *l = &cfg->listen[cfg->nlisten++];
-		snprintf(l->scheme, sizeof(l->scheme), "tcp");
-		snprintf(l->host, sizeof(l->host), "%s", cfg->bind);
-		l->port = cfg->port;
+	if (nstomp == 0) {
+		/* The shorthand: one tcp listener (an admin listener alone serves no STOMP). */
+		if (cfg->nlisten == CONFIG_MAX_LISTENERS) {
+			snprintf(err, errlen, "too many listeners (at most %d)", CONFIG_MAX_LISTENERS);
+			return -1;
+		}
+		struct config_listen l = { .scheme = "tcp", .port = cfg->port };
+		snprintf(l.host, sizeof(l.host), "%s", cfg->bind);
 		bool v6 = strchr(cfg->bind, ':') != NULL && cfg->bind[0] != '[';
-		snprintf(l->url, sizeof(l->url), "tcp://%s%s%s:%u", v6 ? "[" : "", cfg->bind,
+		snprintf(l.url, sizeof(l.url), "tcp://%s%s%s:%u", v6 ? "[" : "", cfg->bind,
 		    v6 ? "]" : "", cfg->port);
 		if (cfg->bind[0] == '[') {
 			size_t n = strlen(cfg->bind);
-			snprintf(l->host, sizeof(l->host), "%.*s", (int)(n > 2 ? n - 2 : 0), cfg->bind + 1);
+			snprintf(l.host, sizeof(l.host), "%.*s", (int)(n > 2 ? n - 2 : 0), cfg->bind + 1);
 		}
+		cfg->listen[cfg->nlisten++] = l;
 	}
 	const char *tls = NULL;
 	for (size_t i = 0; i < cfg->nlisten; i++)
@@ -532,6 +559,17 @@ config_check(struct config *cfg, char *err, size_t errlen)
 		    "client certificates against", cfg->path[0] ? cfg->path : "",
 		    cfg->path[0] ? ": " : "");
 		return -1;
+	}
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		const struct config_listen *l = &cfg->listen[i];
+		if (config_listen_is_http(l) && cfg->users_file[0] == '\0' && !config_host_is_loopback(l->host)) {
+			snprintf(err, errlen, "%s%slisten = %s: without a users-file the admin listener "
+			    "must be on a loopback address (127.0.0.1, ::1, localhost), or anyone who "
+			    "reaches it could purge queues and close connections; set users-file and "
+			    "mark an admin user (eft-passwd --admin)", cfg->path[0] ? cfg->path : "",
+			    cfg->path[0] ? ": " : "", l->url);
+			return -1;
+		}
 	}
 	if (!cfg->allow_anonymous && cfg->users_file[0] == '\0') {
 		snprintf(err, errlen, "%s%sallow-anonymous = no needs a users-file: without one "

@@ -102,6 +102,8 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 		b->conns->prev = c;
 	b->conns = c;
 	b->stats.connections++;
+	b->listener_conns[0]++;
+	c->id = ++b->next_conn_id;
 	conn_schedule(c);
 	return c;
 fail:
@@ -146,10 +148,12 @@ conn_free(struct conn *c)
 	if (!conn_is_closing(c))
 		conn_detach(c);
 	broker_flush_remove(b, c);
-	if (c->refused)
+	if (c->refused) {
 		b->refusing--;
-	else
+	} else {
 		b->nconns--;
+		b->listener_conns[c->listen_idx]--;
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -168,13 +172,24 @@ conn_free(struct conn *c)
 }
 
 void
+conn_set_listener(struct conn *c, unsigned idx)
+{
+	struct broker *b = c->broker;
+	b->listener_conns[c->listen_idx]--;
+	b->listener_conns[idx]++;
+	c->listen_idx = idx;
+}
+
+void
 conn_refuse(struct conn *c)
 {
 	struct broker *b = c->broker;
 	c->refused = true;
 	b->nconns--;
 	b->refusing++;
+	b->listener_conns[c->listen_idx]--;
 	b->stats.connections--;
+	b->stats.frames_out[STAT_OUT_ERROR]++;
 	if (wire_error(&c->out, c->session.version, "too many connections", NULL, 0, NULL,
 	    "The server has as many connections as it may (max-connections); try again later.") != 0) {
 		conn_free(c);
@@ -186,10 +201,12 @@ conn_refuse(struct conn *c)
 void
 conn_shutdown(struct conn *c)
 {
-	if (c->state == CONN_OPEN && c->session.version >= STOMP_1_1 &&
-	    wire_error(&c->out, c->session.version, "server shutting down", NULL, 0, NULL,
-	    "The server is stopping; reconnect later.") != 0)
-		log_error("%s: out of memory writing ERROR", c->peer);
+	if (c->state == CONN_OPEN && c->session.version >= STOMP_1_1) {
+		c->broker->stats.frames_out[STAT_OUT_ERROR]++;
+		if (wire_error(&c->out, c->session.version, "server shutting down", NULL, 0, NULL,
+		    "The server is stopping; reconnect later.") != 0)
+			log_error("%s: out of memory writing ERROR", c->peer);
+	}
 	conn_close_after_flush(c);
 }
 

@@ -43,6 +43,7 @@ struct dest {
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
+	uint64_t published;                   /* messages published to it (the admin API) */
 };
 
 /* ---- the ring ---- */
@@ -208,6 +209,29 @@ dests_queued(const struct dests *t, size_t *nqueues)
 	return msgs;
 }
 
+static int
+dest_cmp_name(const void *a, const void *b)
+{
+	const struct dest *x = *(const struct dest *const *)a, *y = *(const struct dest *const *)b;
+	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int c = memcmp(x->name, y->name, n);
+	return c != 0 ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+struct dest **
+dests_sorted(const struct dests *t, size_t *n)
+{
+	*n = HASH_COUNT(t->by_name);
+	struct dest **all = malloc((*n ? *n : 1) * sizeof(*all));
+	if (all == NULL)
+		return NULL;
+	size_t i = 0;
+	for (struct dest *d = t->by_name; d != NULL; d = d->hh.next)
+		all[i++] = d;
+	qsort(all, *n, sizeof(*all), dest_cmp_name);
+	return all;
+}
+
 void
 dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg), void *arg)
 {
@@ -251,6 +275,18 @@ size_t
 dest_bytes(const struct dest *d)
 {
 	return d->q.bytes;
+}
+
+size_t
+dest_unacked(const struct dest *d)
+{
+	return d->q.out;
+}
+
+uint64_t
+dest_published(const struct dest *d)
+{
+	return d->published;
 }
 
 size_t
@@ -374,6 +410,7 @@ int
 dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 {
 	if (d->kind == DEST_TOPIC) {
+		d->published++;
 		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
 			if (sub_deliver(s, msg_ref(m), false) != 0) {
 				msg_unref(m);
@@ -391,6 +428,7 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 	else if (d->q.count + d->q.out >= d->q.cap && msgq_reserve(&d->q, 1) != 0)
 		return -1;
 	msgq_push_back(&d->q, m, false);
+	d->published++;
 	dest_dispatch(d);
 	return 0;
 }

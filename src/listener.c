@@ -59,6 +59,7 @@ listener_refuse(struct listener *l, int fd, const char *peer)
 {
 	struct broker *b = l->broker;
 	static const char full[] = "ERROR\nmessage:too many connections\n\n";
+	b->stats.rejected[STAT_REJECT_LIMIT]++;
 	if (b->refused++ == 0)
 		log_warn("connection limit (%zu) reached: refusing new connections", b->max_conns);
 	/* Before its upgrade a WebSocket client cannot read a STOMP ERROR. */
@@ -112,10 +113,12 @@ listener_accept_cb(struct evconnlistener *el, evutil_socket_t fd, struct sockadd
 		evutil_closesocket(fd);
 		return;
 	}
-	if (conn_new(b, t, peer) == NULL) {
+	struct conn *c = conn_new(b, t, peer);
+	if (c == NULL) {
 		log_error("%s: out of memory, connection refused", peer);
 		return;
 	}
+	conn_set_listener(c, l->idx);
 	log_info("%s: connection open on %s", peer, l->where.url);
 }
 

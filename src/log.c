@@ -1,8 +1,11 @@
 /* log.c - leveled logging to stderr with a timestamp, one line per call. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/time.h>
 
 #include "eft/log.h"
@@ -53,6 +56,25 @@ log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s.%03ld eftd %s: %s\n", stamp, (long)(tv.tv_usec / 1000),
 	    level_names[level], line);
+}
+
+int
+log_open_file(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open log-file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* stderr itself: libevent's and OpenSSL's complaints land there too. */
+	if (fd != STDERR_FILENO && dup2(fd, STDERR_FILENO) < 0) {
+		snprintf(err, errlen, "cannot log to %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (fd != STDERR_FILENO)
+		close(fd);
+	return 0;
 }
 
 const char *

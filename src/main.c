@@ -17,6 +17,7 @@
 #include "eft/log.h"
 #include "eft/proto.h"
 #include "eft/store.h"
+#include "eft/tls.h"
 #include "eft/version.h"
 
 static void
@@ -29,7 +30,9 @@ usage(FILE *out)
 	    "\n"
 	    "  -L, --listen URL       listen on tcp://HOST:PORT, tls://HOST:PORT, or for STOMP\n"
 	    "                         over WebSocket ws://HOST:PORT/PATH, wss://HOST:PORT/PATH\n"
-	    "                         (IPv6 as tcp://[::1]:PORT); repeat for several listeners\n"
+	    "                         (IPv6 as tcp://[::1]:PORT); repeat for several listeners;\n"
+	    "                         http://HOST:PORT is the admin listener (metrics, API,\n"
+	    "                         dashboard, eftctl)\n"
 	    "  -b, --bind ADDR        shorthand for one tcp listener's address (default 127.0.0.1)\n"
 	    "  -p, --port PORT        ... and its port (default 61613; 0 picks a free port)\n"
 	    "  -c, --config FILE      read settings from FILE (key = value lines; see etc/eftd.conf)\n"
@@ -43,7 +46,8 @@ usage(FILE *out)
 	    "  -h, --help             print this help and exit\n"
 	    "\n"
 	    "Flags override the config file.  SIGINT or SIGTERM stops eftd cleanly;\n"
-	    "SIGHUP reloads the users file.\n",
+	    "SIGHUP reloads the users file and the TLS certificate and key, and reopens\n"
+	    "log-file.\n",
 	    EFT_VERSION);
 }
 
@@ -90,26 +94,34 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	broker_shutdown(b, SHUTDOWN_GRACE_MS);
 }
 
+/* SIGHUP, first: a log rotation moved log-file away; write to a new one. */
+static bool
+reopen_log(const struct config *cfg)
+{
+	char err[512];
+	if (cfg->log_file[0] == '\0')
+		return false;
+	if (log_open_file(cfg->log_file, err, sizeof(err)) != 0)
+		log_error("SIGHUP: %s; logging on to the file open before", err);
+	else
+		log_info("SIGHUP: log-file %s reopened", cfg->log_file);
+	return true;
+}
+
 /* SIGHUP: read the users file again.  Connections stay; a broken file
  * changes nothing. */
-static void
-reload_cb(evutil_socket_t sig, short what, void *arg)
+static bool
+reload_users(struct broker *b)
 {
-	(void)sig;
-	(void)what;
-	struct broker *b = arg;
 	const char *path = b->cfg->users_file;
 	struct auth *users;
 	char err[512], changes[512];
-	if (path[0] == '\0') {
-		log_warn("SIGHUP: no users-file is set, so there is nothing to reload "
-		    "(other settings take effect at a restart)");
-		return;
-	}
+	if (path[0] == '\0')
+		return false;
 	if (auth_load(&users, path, err, sizeof(err)) != 0) {
 		log_error("SIGHUP: users file not reloaded, keeping the %zu user%s loaded before: %s",
 		    auth_count(b->auth), auth_count(b->auth) == 1 ? "" : "s", err);
-		return;
+		return true;
 	}
 	auth_diff(b->auth, users, changes, sizeof(changes));
 	size_t n = auth_count(users);
@@ -120,6 +132,38 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		    closed == 1 ? "" : "s");
 	else
 		log_info("SIGHUP: reloaded %s: %zu user%s (%s)", path, n, n == 1 ? "" : "s", changes);
+	return true;
+}
+
+/* SIGHUP: certificate rotation.  New TLS connections get the new
+ * certificate and key; open ones keep theirs. */
+static bool
+reload_tls(struct broker *b)
+{
+	char err[512];
+	if (b->tls == NULL)
+		return false;
+	if (tls_server_reload(b->tls, b->cfg, err, sizeof(err)) != 0)
+		log_error("SIGHUP: TLS certificate not reloaded, keeping the one loaded before: %s",
+		    err);
+	else
+		log_info("SIGHUP: reloaded the TLS certificate and key (%s, %s) for new connections",
+		    b->cfg->tls_cert_file, b->cfg->tls_key_file);
+	return true;
+}
+
+static void
+reload_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	struct broker *b = arg;
+	bool log = reopen_log(b->cfg);
+	bool users = reload_users(b);
+	bool tls = reload_tls(b);
+	if (!log && !users && !tls)
+		log_warn("SIGHUP: no users-file, TLS listener or log-file is set, so there is "
+		    "nothing to reload (other settings take effect at a restart)");
 }
 
 int
@@ -201,6 +245,10 @@ main(int argc, char **argv)
 		return 1;
 	}
 	log_set_level(cfg.log_level);
+	if (cfg.log_file[0] != '\0' && log_open_file(cfg.log_file, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		return 1;
+	}
 	/* A peer that vanishes must not kill the broker; write() reports EPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 
@@ -283,7 +331,7 @@ main(int argc, char **argv)
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
 	    "%llu replies dropped (temp-queue owner gone)",
 	    (unsigned long long)b->stats.connections, (unsigned long long)b->stats.msgs_in,
-	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.replies_dropped);
+	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]);
 	rc = 0;
 out:
 	broker_free(b);

@@ -59,6 +59,7 @@ send_error(struct conn *c, const struct frame *f, enum log_level level, const ch
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
 	char context[320];
+	c->broker->stats.frames_out[STAT_OUT_ERROR]++;
 	if (wire_error(&c->out, c->session.version, message, r ? r->value : NULL,
 	    r ? r->value_len : 0, extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
@@ -261,6 +262,7 @@ authenticate(struct conn *c, const struct frame *f, const struct header *login)
 	char name[80];
 	log_warn("%s: authentication failed for login '%s'", c->peer,
 	    log_clean(name, sizeof(name), login->value, login->value_len));
+	b->stats.rejected[STAT_REJECT_LOGIN]++;
 	conn_reject_later(c, b->cfg->auth_delay_ms);
 	return false;
 }
@@ -319,6 +321,7 @@ handle_connect(struct conn *c, struct frame *f)
 	/* The frame's NUL is the one snprintf wrote. */
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
 		return fail_oom(c, f);
+	c->broker->stats.frames_out[STAT_OUT_CONNECTED]++;
 	conn_schedule(c);
 	char name[80] = "";
 	if (login != NULL)
@@ -501,7 +504,8 @@ handle_subscribe(struct conn *c, struct frame *f)
 	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
+	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
+	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
 		return fail_oom(c, f);
 	if (dest_kind(d) == DEST_QUEUE)
 		dest_dispatch(d);
@@ -670,7 +674,8 @@ static enum result
 handle_disconnect(struct conn *c, struct frame *f)
 {
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
+	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
+	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
 		log_error("%s: out of memory writing RECEIPT", c->peer);
 	log_debug("%s: DISCONNECT", c->peer);
 	conn_close_after_flush(c);
@@ -739,7 +744,7 @@ proto_handle(struct conn *c, struct frame *f)
 static inline __attribute__((always_inline)) void
 handle(struct conn *c, struct frame *f)
 {
-	c->broker->stats.frames_in++;
+	c->broker->stats.frames_in[f->cmd]++;
 	if (f->cmd == CMD_UNKNOWN) {
 		fail(c, f, "unknown command", "'%.*s' is not a STOMP client command.",
 		    (int)(f->cmd_len > 64 ? 64 : f->cmd_len), f->cmd_name);
@@ -753,6 +758,7 @@ handle(struct conn *c, struct frame *f)
 	if (handlers[f->cmd](c, f) != RESULT_OK)
 		return;
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
+	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
+	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
 		fail_oom(c, f);
 }

@@ -53,7 +53,7 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 		d = dests_find(&b->dests, name, len);
 		if (d == NULL || dest_temp(d) == NULL) {
 			/* Its owner disconnected: nobody may have its replies. */
-			b->stats.replies_dropped++;
+			b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]++;
 			log_debug("%s: reply to %.*s dropped: no such temp-queue", session_peer(ss),
 			    (int)len, name);
 			return NULL;
@@ -78,7 +78,7 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		if (copy == NULL || route_publish(ss, feeds[i], copy) != 0) {
 			if (copy != NULL)
 				msg_unref(copy);
-			b->stats.deliveries_dropped++;
+			b->stats.dropped[STAT_DROP_NO_MEMORY]++;
 			log_error("out of memory: a message for durable subscription %s was dropped",
 			    dest_name(feeds[i]));
 		}
@@ -89,7 +89,7 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 	    dest_temp(d) == NULL;
 	if (stored && store_publish(b->store, d, m) != 0)
 		return -1;
-	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0) {
+	if (dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]) != 0) {
 		if (stored)
 			store_consumed(b->store, m);
 		return -1;
@@ -104,12 +104,13 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 	struct broker *b = ss->broker;
 	if (d == NULL) {
 		b->stats.msgs_in++;
+		b->stats.dropped[STAT_DROP_NO_SUBSCRIBER]++;
 		msg_unref(m);
 		return 0;
 	}
 	if (b->store != NULL || b->durables > 0)
 		return publish_kept(ss, d, m);
-	if (dest_publish(d, m, &b->stats.deliveries_dropped) != 0)
+	if (dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]) != 0)
 		return -1;
 	b->stats.msgs_in++;
 	return 0;

@@ -195,6 +195,7 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		msg_unref(m);
 	}
 	ss->broker->stats.deliveries++;
+	ss->broker->stats.redelivered += redelivered;
 	conn_output_added(c);
 	return 0;
 }
@@ -224,6 +225,7 @@ sub_settle(struct session *ss, const struct delivery_key *k, bool nack)
 			dest_requeue(s->dest, dl->msg);
 		} else {
 			dest_settled(s->dest);
+			ss->broker->stats.acked++;
 			if (dl->msg->seg != 0)
 				store_consumed(ss->broker->store, dl->msg);
 			msg_unref(dl->msg);

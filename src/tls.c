@@ -512,6 +512,25 @@ fail:
 	return NULL;
 }
 
+int
+tls_server_reload(struct tls_server *s, const struct config *cfg, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (ctx == NULL) {
+		tls_ctx_error(err, errlen, "cannot make a TLS context", NULL);
+		return -1;
+	}
+	if (tls_ctx_setup(ctx, cfg, err, errlen) != 0) {
+		SSL_CTX_free(ctx);
+		return -1;
+	}
+	/* Connections made with the old context hold a reference to it: it
+	 * lives until the last of them closes. */
+	SSL_CTX_free(s->ctx);
+	s->ctx = ctx;
+	return 0;
+}
+
 void
 tls_server_free(struct tls_server *s)
 {

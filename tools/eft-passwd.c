@@ -4,6 +4,9 @@
  *     echo SECRET | eft-passwd NAME   reads one line from the pipe
  *     eft-passwd -f FILE NAME         (--file) adds NAME to FILE, or changes
  *                                     its password there
+ *     eft-passwd --admin ...          (-a) marks NAME admin: it may use the
+ *                                     admin HTTP listener (a mark already
+ *                                     there stays; removing one is an edit)
  *
  * Without -f it prints NAME:HASH (Argon2id, the parameters eftd expects);
  * append :read=PREFIX,... or :write=PREFIX,... to limit the user (see
@@ -13,7 +16,7 @@
  * leave them readable by everyone under the usual umask: a new FILE is made
  * mode 0600, and an existing one readable by group or others is tightened
  * to 0600.  A new user is appended; a known user's line keeps its read= and
- * write= fields and only its hash changes, and every other line stays byte
+ * write= fields and only its hash changes (and :admin is added with --admin), and every other line stays byte
  * for byte.  Such a change is written to a temporary file beside FILE and
  * renamed over it, so eftd never reads half a file. */
 #include <ctype.h>
@@ -22,6 +25,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +158,7 @@ fail:
  * around a line ignored, as eftd does. */
 static int
 eft_passwd_find_user(const char *buf, size_t len, const char *name, size_t *hash,
-    size_t *hash_end)
+    size_t *hash_end, size_t *line_end, bool *admin)
 {
 	size_t nlen = strlen(name);
 	int found = 0;
@@ -171,6 +175,16 @@ eft_passwd_find_user(const char *buf, size_t len, const char *name, size_t *hash
 			while (h < end && buf[h] != ':' && !isspace((unsigned char)buf[h]))
 				h++;
 			*hash_end = h;
+			/* The fields end where the blanks at the end of the line start. */
+			size_t e = end;
+			while (e > h && isspace((unsigned char)buf[e - 1]))
+				e--;
+			*line_end = e;
+			*admin = false;
+			for (size_t f = h; f < e; f++)
+				if (buf[f] == ':' && e - f >= 6 && memcmp(buf + f + 1, "admin", 5) == 0 &&
+				    (f + 6 == e || buf[f + 6] == ':'))
+					*admin = true;
 		}
 		at = end + 1;
 	}
@@ -281,14 +295,15 @@ fail:
 /* Put NAME:HASH into the users file at path (see the top of this file) and
  * say what changed on stderr. */
 static int
-eft_passwd_file_update(const char *path, const char *name, const char *hash)
+eft_passwd_file_update(const char *path, const char *name, const char *hash, bool admin)
 {
-	char *line = NULL, *buf = NULL, *real = NULL;
-	size_t len = 0, at = 0, end = 0;
+	char *line = NULL, *buf = NULL, *real = NULL, *fields = NULL;
+	size_t len = 0, at = 0, end = 0, line_end = 0;
+	bool has_admin = false;
 	struct stat st;
 	int fd = -1, rc = -1, found;
 
-	if (asprintf(&line, "%s:%s\n", name, hash) < 0) {
+	if (asprintf(&line, "%s:%s%s\n", name, hash, admin ? ":admin" : "") < 0) {
 		line = NULL;
 		fprintf(stderr, "eft-passwd: out of memory\n");
 		goto done;
@@ -309,7 +324,7 @@ eft_passwd_file_update(const char *path, const char *name, const char *hash)
 		fprintf(stderr, "eft-passwd: %s is not a regular file\n", path);
 		goto done;
 	}
-	found = eft_passwd_find_user(buf, len, name, &at, &end);
+	found = eft_passwd_find_user(buf, len, name, &at, &end, &line_end, &has_admin);
 	if (found > 1) {
 		fprintf(stderr, "eft-passwd: %s is in %s %d times, which eftd refuses: remove all "
 		    "but one first\n", name, path, found);
@@ -329,7 +344,17 @@ eft_passwd_file_update(const char *path, const char *name, const char *hash)
 			fprintf(stderr, "eft-passwd: %s: %s\n", path, strerror(errno));
 			goto done;
 		}
-		if (eft_passwd_file_replace(real, &st, buf, len, at, end, hash) != 0)
+		/* --admin on a user without the mark: the hash and the fields after
+		 * it are replaced, with :admin at the end. */
+		if (admin && !has_admin) {
+			if (asprintf(&fields, "%s%.*s:admin", hash, (int)(line_end - end), buf + end) < 0) {
+				fields = NULL;
+				fprintf(stderr, "eft-passwd: out of memory\n");
+				goto done;
+			}
+			end = line_end;
+		}
+		if (eft_passwd_file_replace(real, &st, buf, len, at, end, fields ? fields : hash) != 0)
 			goto done;
 	}
 	if ((st.st_mode & 077) != 0)
@@ -344,15 +369,17 @@ done:
 	free(line);
 	free(buf);
 	free(real);
+	free(fields);
 	return rc;
 }
 
 static void
 eft_passwd_usage(FILE *to)
 {
-	fprintf(to, "usage: eft-passwd [-f FILE] NAME   (the password is read from stdin)\n"
+	fprintf(to, "usage: eft-passwd [-a] [-f FILE] NAME   (the password is read from stdin)\n"
 	    "prints a NAME:HASH line for eftd's users file; with -f (--file) FILE, adds NAME\n"
-	    "to FILE or changes NAME's password there (a new FILE is made mode 0600)\n");
+	    "to FILE or changes NAME's password there (a new FILE is made mode 0600);\n"
+	    "with -a (--admin), NAME gets the admin mark: it may use eftd's admin listener\n");
 }
 
 int
@@ -362,15 +389,20 @@ main(int argc, char **argv)
 	size_t cap = 0, len = 0, again_cap = 0, again_len = 0;
 	char hash[AUTH_HASH_MAX];
 	const char *file = NULL;
+	bool admin = false;
 	int status = 1, opt;
 	static const struct option longopts[] = {
 		{ "file", required_argument, NULL, 'f' },
+		{ "admin", no_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 
-	while ((opt = getopt_long(argc, argv, "f:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "af:h", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'a':
+			admin = true;
+			break;
 		case 'f':
 			file = optarg;
 			break;
@@ -416,9 +448,10 @@ main(int argc, char **argv)
 		goto fail;
 	}
 	if (file != NULL) {
-		if (eft_passwd_file_update(file, name, hash) != 0)
+		if (eft_passwd_file_update(file, name, hash, admin) != 0)
 			goto fail;
-	} else if (printf("%s:%s\n", name, hash) < 0 || fflush(stdout) != 0) {
+	} else if (printf("%s:%s%s\n", name, hash, admin ? ":admin" : "") < 0 ||
+	    fflush(stdout) != 0) {
 		fprintf(stderr, "eft-passwd: cannot write: %s\n", strerror(errno));
 		goto fail;
 	}

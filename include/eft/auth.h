@@ -2,7 +2,7 @@
  *
  * Users come from a users file (etc/users.example), one per line:
  *
- *     NAME:HASH[:read=PREFIX,PREFIX...][:write=PREFIX,...]
+ *     NAME:HASH[:read=PREFIX,PREFIX...][:write=PREFIX,...][:admin]
  *
  * - A line whose first non-blank character is '#' is a comment; blank lines
  *   are ignored; blanks around a line are ignored.  There are no trailing
@@ -16,6 +16,8 @@
  *   (end it with '/' or '.' to mean "everything below": `/queue/` or
  *   `/topic/news.`).  No read= (or write=) field: everything is allowed that
  *   way.  An empty list (`write=`): nothing is.
+ * - admin: the user may use the admin HTTP listener (metrics, the API,
+ *   eftctl, the dashboard); it changes nothing over STOMP.
  * - /temp-queue/ and /reply-queue/ destinations are always allowed, both
  *   ways: a client may always make and use its own private reply queues, and
  *   anyone may answer a request (RPC replies must work).
@@ -67,6 +69,8 @@ bool auth_may_read(const struct auth_user *u, const char *dest, size_t len);
 bool auth_may_write(const struct auth_user *u, const char *dest, size_t len);
 
 const char *auth_user_name(const struct auth_user *u);
+/* Does u carry the admin mark?  (False for NULL.) */
+bool auth_user_is_admin(const struct auth_user *u);
 /* Could name be a NAME in the users file? */
 bool auth_name_valid(const char *name, size_t len);
 

@@ -14,6 +14,7 @@
 #include "eft/address.h"
 #include "eft/config.h"
 #include "eft/dest.h"
+#include "eft/frame.h"
 #include "eft/msg.h"
 
 struct event_base;
@@ -23,14 +24,34 @@ struct listener;
 struct auth;
 struct tls_server;
 struct store;
+struct http_server;
 
+/* Frames eftd sends, by command (MESSAGE is stats.deliveries). */
+enum stat_out { STAT_OUT_CONNECTED, STAT_OUT_RECEIPT, STAT_OUT_ERROR, STAT_OUT_COUNT };
+/* Why a message went nowhere. */
+enum stat_drop {
+	STAT_DROP_NO_SUBSCRIBER,     /* sent to a topic nobody subscribes to */
+	STAT_DROP_NO_MEMORY,         /* a topic or durable delivery lost for want of memory */
+	STAT_DROP_REPLY_OWNER_GONE,  /* sent to a temp-queue whose owner had gone */
+	STAT_DROP_PURGED,            /* an administrator purged its queue */
+	STAT_DROP_DELETED,           /* an administrator deleted its queue */
+	STAT_DROP_COUNT
+};
+/* Why a connection was turned away. */
+enum stat_reject { STAT_REJECT_LIMIT, STAT_REJECT_LOGIN, STAT_REJECT_COUNT };
+
+/* Counters since start, for the log and the admin listener.  The hot path
+ * only increments them; everything else is computed when asked for. */
 struct broker_stats {
-	uint64_t frames_in;
-	uint64_t msgs_in;
-	uint64_t deliveries;
-	uint64_t deliveries_dropped;          /* topic deliveries lost for want of memory */
-	uint64_t connections;
-	uint64_t replies_dropped;             /* sent to a temp-queue whose owner had gone */
+	uint64_t frames_in[CMD_COUNT];        /* by command (CMD_UNKNOWN: not a command) */
+	uint64_t frames_out[STAT_OUT_COUNT];
+	uint64_t msgs_in;                     /* SENDs applied (at COMMIT in a transaction) */
+	uint64_t deliveries;                  /* MESSAGE frames */
+	uint64_t redelivered;                 /* ... of messages a consumer had before */
+	uint64_t acked;                       /* queue deliveries acknowledged */
+	uint64_t dropped[STAT_DROP_COUNT];
+	uint64_t connections;                 /* accepted */
+	uint64_t rejected[STAT_REJECT_COUNT];
 };
 
 struct broker {
@@ -40,6 +61,8 @@ struct broker {
 	uint64_t next_msg_id;
 	uint64_t next_sub_seq;
 	uint64_t next_session;
+	uint64_t next_conn_id;               /* names connections in the admin API */
+	uint64_t started_ms;                 /* wall clock at broker_new */
 	struct conn *conns;                  /* all connections, linked by next */
 	struct conn *flush_head;             /* connections with output to write */
 	struct event *flush_ev;
@@ -58,6 +81,8 @@ struct broker {
 	bool stopping;                       /* shutting down: the loop ends when conns do */
 	struct event *stop_ev;               /* ends the loop if they take too long */
 	struct tls_server *tls;              /* for tls:// listeners, made by broker_listen */
+	struct http_server *http;            /* the admin listener (http://), or NULL */
+	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
 	struct store *store;                 /* the journal (data-dir), or NULL: memory only */
 	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
 	uint64_t max_disk;                   /* journal bytes above which producers wait */

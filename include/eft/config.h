@@ -48,6 +48,7 @@ enum config_key {
 	CFG_MAX_DISK,
 	CFG_JOURNAL_SEGMENT_SIZE,
 	CFG_RECOVER,
+	CFG_LOG_FILE,
 	CFG_NKEYS
 };
 
@@ -55,7 +56,7 @@ enum config_key {
 
 /* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
 struct config_listen {
-	char scheme[8];            /* "tcp", "tls", "ws" or "wss" */
+	char scheme[8];            /* "tcp", "tls", "ws", "wss", or "http" (the admin listener) */
 	char host[256];            /* without the brackets */
 	uint16_t port;             /* 0: the system picks one */
 	char path[256];            /* ws, wss: the request path (default /ws); else "" */
@@ -105,11 +106,17 @@ struct config {
 	size_t max_disk;              /* journal bytes above which producers wait; 0: 80% of free space */
 	size_t journal_segment_size;  /* a new journal file is begun past this size */
 	bool recover;                 /* skip damaged journal records instead of refusing to start */
+	char log_file[PATH_MAX];      /* log lines go here (reopened at SIGHUP); "": stderr */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */
 };
 
 void config_defaults(struct config *cfg);
+/* Is l the admin HTTP listener? */
+bool config_listen_is_http(const struct config_listen *l);
+/* 127.0.0.0/8, ::1 or localhost (a literal, nothing resolved): only this
+ * machine reaches it. */
+bool config_host_is_loopback(const char *host);
 /* Set one key, as a command-line flag does; 0 on success, -1 with a reason
  * in err.  The first `listen` flag replaces the file's listeners; later ones
  * add to them. */
@@ -122,7 +129,9 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
 /* After the file and the flags: settings that contradict each other are an
  * error naming both (-1, reason in err).  Defaults that depend on another
  * setting (max-body-size, max-header-line, output-high-water) follow it.
- * With no `listen`, the one listener is tcp://bind:port. */
+ * With no STOMP `listen` (none, or only http://), the one STOMP listener is
+ * tcp://bind:port.  An http:// listener must be on loopback unless a
+ * users-file says who may use it. */
 int config_check(struct config *cfg, char *err, size_t errlen);
 
 #endif

@@ -28,6 +28,8 @@ struct conn {
 	struct broker *broker;
 	struct transport *transport;
 	char peer[80];                 /* "tcp 127.0.0.1:5000": names it in log lines */
+	uint64_t id;                   /* names it in the admin API */
+	unsigned listen_idx;           /* the cfg->listen it came through */
 	struct session session;
 	struct event *ev_timer;
 	struct outbuf out;
@@ -61,6 +63,8 @@ struct conn {
 /* A connection over t (it takes t; on failure t is freed too).  peer names
  * it in log lines.  NULL if out of memory. */
 struct conn *conn_new(struct broker *b, struct transport *t, const char *peer);
+/* c came through cfg->listen[idx] (counted per listener; conn_new says 0). */
+void conn_set_listener(struct conn *c, unsigned idx);
 /* Close now: end the session, drop unsent output, free (and the transport). */
 void conn_free(struct conn *c);
 /* Stop handling frames and end the session; once the output is written,

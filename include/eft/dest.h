@@ -43,6 +43,9 @@ void dests_free(struct dests *t);
 void dests_prune(struct dests *t);
 /* Messages waiting in queues, and on how many queues (*nqueues). */
 size_t dests_queued(const struct dests *t, size_t *nqueues);
+/* Every destination, sorted by name, in an array to free (*n of them);
+ * NULL if out of memory. */
+struct dest **dests_sorted(const struct dests *t, size_t *n);
 /* Call fn on every destination (fn must not free any). */
 void dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg), void *arg);
 
@@ -53,6 +56,8 @@ enum dest_kind dest_kind(const struct dest *d);
 size_t dest_depth(const struct dest *d);       /* messages queued */
 size_t dest_bytes(const struct dest *d);       /* their memory */
 size_t dest_subscribers(const struct dest *d);
+size_t dest_unacked(const struct dest *d);     /* handed out, not yet acknowledged */
+uint64_t dest_published(const struct dest *d); /* messages published to it since it was made */
 struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL */
 void dest_set_temp(struct dest *d, struct temp *t);
 

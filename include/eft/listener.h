@@ -25,6 +25,7 @@ struct listener {
 	struct evconnlistener *ev;
 	struct event *relisten_ev;      /* accepting again after EMFILE */
 	unsigned port;                  /* the port bound (where.port may be 0) */
+	unsigned idx;                   /* where in cfg->listen (connections are counted by it) */
 };
 
 /* Bind where and start accepting into b; tls for a tls:// listener.  NULL

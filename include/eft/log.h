@@ -1,4 +1,4 @@
-/* log.h - leveled logging to stderr. */
+/* log.h - leveled logging to stderr (which log-file may point at a file). */
 #ifndef EFT_LOG_H
 #define EFT_LOG_H
 
@@ -11,6 +11,10 @@ enum log_level { EFT_LOG_QUIET = -1, EFT_LOG_ERROR, EFT_LOG_WARN, EFT_LOG_INFO, 
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 int log_level_parse(const char *name, enum log_level *out);
+/* Send stderr, and so every log line, to the end of the file at path (made
+ * mode 0640 if new); called again after a log rotation moved it (SIGHUP).
+ * -1 with a reason in err, and stderr unchanged. */
+int log_open_file(const char *path, char *err, size_t errlen);
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Client text fit for a log line: at most outlen - 1 bytes of s, control

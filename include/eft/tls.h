@@ -22,6 +22,10 @@ struct transport;
  * certificate, a CA file that cannot be read, a cipher list OpenSSL
  * rejects. */
 struct tls_server *tls_server_new(const struct config *cfg, char *err, size_t errlen);
+/* Read the certificate, key and CA file again (SIGHUP: certificate
+ * rotation): new connections get them, open ones keep what they had.  -1
+ * with a reason in err, and s unchanged. */
+int tls_server_reload(struct tls_server *s, const struct config *cfg, char *err, size_t errlen);
 void tls_server_free(struct tls_server *s);
 
 /* TLS on an accepted socket; the handshake runs as the connection waits to

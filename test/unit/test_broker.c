@@ -335,7 +335,7 @@ test_temp_queue_rpc(void **state)
 	conn_free(req);
 	assert_null(dests_find(&fx->b->dests, reply_to, strlen(reply_to)));
 	feed(srv, frame);
-	assert_int_equal(fx->b->stats.replies_dropped, 1);
+	assert_int_equal(fx->b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE], 1);
 	expect_output(srv, "");
 }
 
