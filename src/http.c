@@ -131,10 +131,11 @@ http_access(struct http_server *h, struct evhttp_request *req, enum evhttp_cmd_t
 		size_t name_len = (size_t)(sep - name);
 		const struct auth_user *u = auth_check(b->auth, name, name_len, sep + 1,
 		    len - name_len - 1);
+		char shown[80];
+		log_clean(shown, sizeof(shown), name, name_len);
 		sodium_memzero(cred, sizeof(cred));
 		if (u == NULL) {
-			log_warn("admin listener: authentication failed for '%.*s'",
-			    (int)(name_len > 64 ? 64 : name_len), name);
+			log_warn("admin listener: authentication failed for '%s'", shown);
 			*why = "wrong name or password";
 			return 401;
 		}
