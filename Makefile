@@ -11,6 +11,11 @@
 #                   make fuzz-run runs each for FUZZ_SECONDS (60), see test/fuzz/run
 #   make bench      benchmark a fresh eftd: CSV and PNG charts in bench/results/
 #                   (BENCH_ARGS="--quick" for a smoke run; see tools/bench --help)
+#   make install    eftd, eft-passwd, eft-bench and eftctl, etc/eftd.conf, the
+#                   systemd unit and its sysusers.d file, under PREFIX
+#                   (/usr/local); DESTDIR=DIR stages them (docs/service.md)
+#   make uninstall  remove them again (an edited eftd.conf, the users file and
+#                   the data directory stay)
 #   make clean
 
 BUILD    ?= build
@@ -31,13 +36,26 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRCS := $(wildcard tools/eft-bench/*.c)
 BENCH_OBJS := $(BENCH_SRCS:tools/eft-bench/%.c=$(BUILD)/obj/bench/%.o)
 
+# make install.  DESTDIR is put before every path written (packages, tests);
+# the installed unit names the paths without it.  With PREFIX=/usr the
+# config goes to /etc/eft, not /usr/etc/eft (as GNUInstallDirs does).
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+SYSCONFDIR  ?= $(if $(filter /usr /usr/,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+CONFDIR     := $(DESTDIR)$(SYSCONFDIR)/eft
+# The programs installed: eftctl once its sources are in tools/.
+PROGRAMS    := eftd eft-passwd $(if $(BENCH_SRCS),eft-bench) $(if $(wildcard tools/eftctl*),eftctl)
+
 ifeq ($(V),)
 Q = @
 QCC = @printf '  CC    %s\n' $@;
 QLD = @printf '  LD    %s\n' $@;
 endif
 
-.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run crash-test
+.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run crash-test \
+    install uninstall
 
 all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
 
@@ -132,6 +150,36 @@ build-fuzz/%-fuzzer: test/fuzz/%-fuzzer.c $(LIB_OBJS)
 
 fuzz-run: fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) test/fuzz/run
+
+# An eftd.conf already installed and edited is kept: the new one goes beside
+# it as eftd.conf.new.  The unit gets the real paths from BINDIR and
+# SYSCONFDIR (sed into $(BUILD)/eftd.service, then installed).
+install: all $(addprefix $(BUILD)/,$(PROGRAMS))
+	install -D -m 0755 -t $(DESTDIR)$(BINDIR) $(addprefix $(BUILD)/,$(PROGRAMS))
+	@if [ -e $(CONFDIR)/eftd.conf ] && ! cmp -s etc/eftd.conf $(CONFDIR)/eftd.conf; then \
+	    echo "install -D -m 0644 etc/eftd.conf $(CONFDIR)/eftd.conf.new"; \
+	    install -D -m 0644 etc/eftd.conf $(CONFDIR)/eftd.conf.new && \
+	    echo "make install: kept the edited $(SYSCONFDIR)/eft/eftd.conf; the new one is eftd.conf.new beside it"; \
+	else \
+	    echo "install -D -m 0644 etc/eftd.conf $(CONFDIR)/eftd.conf"; \
+	    install -D -m 0644 etc/eftd.conf $(CONFDIR)/eftd.conf; \
+	fi
+	install -D -m 0644 etc/users.example $(CONFDIR)/users.example
+	$(Q)mkdir -p $(BUILD)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' etc/eftd.service >$(BUILD)/eftd.service
+	install -D -m 0644 $(BUILD)/eftd.service $(DESTDIR)$(UNITDIR)/eftd.service
+	install -D -m 0644 etc/eft.sysusers $(DESTDIR)$(SYSUSERSDIR)/eft.conf
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(PROGRAMS))
+	rm -f $(DESTDIR)$(UNITDIR)/eftd.service $(DESTDIR)$(SYSUSERSDIR)/eft.conf
+	rm -f $(CONFDIR)/users.example $(CONFDIR)/eftd.conf.new
+	@if cmp -s etc/eftd.conf $(CONFDIR)/eftd.conf; then \
+	    echo "rm -f $(CONFDIR)/eftd.conf"; rm -f $(CONFDIR)/eftd.conf; \
+	elif [ -e $(CONFDIR)/eftd.conf ]; then \
+	    echo "make uninstall: kept the edited $(SYSCONFDIR)/eft/eftd.conf"; \
+	fi
+	@rmdir $(CONFDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan build-fuzz
