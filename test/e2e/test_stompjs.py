@@ -8,8 +8,8 @@ eftd goes away and comes back on the same port.
 
 Needs node and test/js/node_modules (test/js/setup, which tools/install-deps
 test runs), stomp.py in this python, and for the browser test Chromium and
-python3-websocket (the DevTools protocol); each test is skipped, saying
-which, when its part is missing.  The tests manage their own listeners, so
+python3-websocket (the DevTools protocol, through browser.py); each test is
+skipped, saying which, when its part is missing.  The tests manage their own listeners, so
 they run once, in the tcp pass:
 
     /usr/bin/python3 test/e2e/run.py 'test_stompjs*.py'
@@ -21,42 +21,32 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
-import urllib.request
 
+import browser
 import harness
-from harness import SLOW, certs
+from harness import certs
 
 JS = os.path.join(harness.ROOT, "test", "js")
 NODE = shutil.which("node")
 HAVE_MODULES = all(os.path.isfile(os.path.join(JS, "node_modules", m, "package.json"))
                    for m in ("@stomp/stompjs", "ws"))
-CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))),
-                None)
-WAIT = 15 * SLOW  # seconds for any one step
+WAIT = browser.WAIT  # seconds for any one step
 
 try:
     import stomp
 except ImportError:
     stomp = None
-try:
-    import websocket  # python3-websocket: to drive Chromium over the DevTools protocol
-except ImportError:
-    websocket = None
 
 NEED_NODE = "no node" if not NODE else \
     "no test/js/node_modules (run test/js/setup)" if not HAVE_MODULES else \
     "stomp.py is not importable by this python (use /usr/bin/python3)" if not stomp else None
-NEED_BROWSER = NEED_NODE or ("no chromium (tools/install-deps test; Ubuntu has it only as a snap)"
-                             if not CHROMIUM else
-                             "no python3-websocket for the DevTools protocol" if not websocket
-                             else None)
+NEED_BROWSER = NEED_NODE or browser.NEED_CHROMIUM
 
 
 class Peer:
@@ -342,71 +332,9 @@ class StaticServer:
         self.thread.join(timeout=10)
 
 
-class Chromium:
-    """Headless Chromium on one page, driven over the DevTools protocol
-    (the remote-debugging port on 127.0.0.1), in a throwaway profile."""
-
-    def __init__(self, url):
-        self.profile = tempfile.mkdtemp(prefix="eft-chromium-")
-        self.ws = None
-        self.next_id = 0
-        self.log = open(os.path.join(self.profile, "stderr.log"), "w+")
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--no-default-browser-check", "--disable-extensions",
-             "--disable-background-networking", "--disable-component-update",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-             "--user-data-dir=" + self.profile, url],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True)  # its helper processes in a group of their own
-        try:
-            self._attach()
-        except BaseException:
-            self.close()
-            raise
-
-    def _attach(self):
-        port_file = os.path.join(self.profile, "DevToolsActivePort")
-
-        def read_port():  # the file's first line, once it is written out
-            try:
-                with open(port_file) as f:
-                    text = f.read()
-            except FileNotFoundError:
-                return None
-            return int(text.split()[0]) if "\n" in text else None
-        harness.wait_for(read_port, 30, "Chromium's DevToolsActivePort")
-        port = read_port()
-        pages = []
-
-        def page_listed():
-            with urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port, timeout=5) as r:
-                pages[:] = [t for t in json.load(r) if t.get("type") == "page"]
-            return bool(pages)
-        harness.wait_for(page_listed, 30, "Chromium's page target")
-        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=WAIT,
-                                              suppress_origin=True)
-
-    def evaluate(self, expression):
-        """The value of a JavaScript expression in the page."""
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": "Runtime.evaluate",
-                                 "params": {"expression": expression, "returnByValue": True}}))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == self.next_id:
-                return reply.get("result", {}).get("result", {}).get("value")
-
-    def wait_value(self, expression, pred, what, timeout=WAIT):
-        """Poll expression in the page until pred(value); returns the value."""
-        deadline = time.time() + timeout
-        value = None
-        while time.time() < deadline:
-            value = self.evaluate(expression)
-            if pred(value):
-                return value
-            time.sleep(0.1)
-        raise AssertionError("timed out waiting for %s: %s is %r" % (what, expression, value))
+class Chromium(browser.Chromium):
+    """Chromium on test/js/page.html, which says how it is doing in #state
+    and what it did in #result."""
 
     def wait_state(self, states, timeout=WAIT):
         """Poll page.html's #state until it is one of states; returns it."""
@@ -418,30 +346,6 @@ class Chromium:
 
     def result_text(self):
         return self.evaluate("document.getElementById('result').textContent")
-
-    def stderr(self):
-        self.log.seek(0)
-        return self.log.read()[-3000:]
-
-    def close(self):
-        if self.ws:
-            self.ws.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        # Helpers that outlive the browser (the network service, crashpad)
-        # would write into the profile after it is removed: end them too
-        # (the group is the browser's, made for it at start).
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.log.close()
-        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 def run_page(test, page_url, ws_url, peer_connect, in_dest, out_dest, count=3, **query):
