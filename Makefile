@@ -2,6 +2,7 @@
 #
 #   make            build build/eftd, build/eft-bench and build/eft-passwd
 #   make run        install missing packages, build, run eftd on 127.0.0.1:61613
+#                   (dashboard and metrics on http://127.0.0.1:15672)
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
 #   make valgrind   the end-to-end tests with eftd under valgrind memcheck
@@ -24,9 +25,11 @@ OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
 LDLIBS   += -levent -lsodium -lssl -lcrypto
-# make run: STOMP on 61613, and STOMP over WebSocket where Web-STOMP has it;
+# make run: STOMP on 61613, STOMP over WebSocket where Web-STOMP has it, the
+# admin listener (dashboard, metrics, eftctl) where RabbitMQ's management is;
 # persistent messages in data/ (git ignores it, make clean leaves it).
-RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws --data-dir data
+RUN_ARGS ?= -L tcp://127.0.0.1:61613 -L ws://127.0.0.1:15674/ws -L http://127.0.0.1:15672 \
+	--data-dir data
 
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c))
 # dashboard.S puts web/dashboard.html in the binary (.incbin).
