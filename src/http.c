@@ -158,6 +158,14 @@ http_access(struct http_server *h, struct evhttp_request *req, enum evhttp_cmd_t
 }
 
 static void
+free_body(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	free(arg);
+}
+
+static void
 http_request_cb(struct evhttp_request *req, void *arg)
 {
 	struct http_server *h = arg;
@@ -199,10 +207,12 @@ http_request_cb(struct evhttp_request *req, void *arg)
 		    "frame-ancestors 'none'");
 	size_t len;
 	const char *data = admin_reply_body(&r, &len);
-	if (r.fixed != NULL)
+	/* The answer is handed over, not copied (a scrape may be megabytes). */
+	if (r.fixed != NULL) {
 		evbuffer_add_reference(body, data, len, NULL, NULL);
-	else
-		evbuffer_add(body, data, len);
+	} else if (len > 0 && evbuffer_add_reference(body, data, len, free_body, r.body.data) == 0) {
+		sbuf_init(&r.body);
+	}
 	log_debug("admin listener: %s %s: %d", method_name(cmd), path ? path : "", r.status);
 	evhttp_send_reply(req, r.status, reason_phrase(r.status), body);
 	evbuffer_free(body);

@@ -44,16 +44,24 @@ label_value(struct sbuf *out, const char *p, size_t n)
 static void
 sample(struct sbuf *out, const char *name, uint64_t v)
 {
-	sbuf_printf(out, "%s %llu\n", name, (unsigned long long)v);
+	sbuf_adds(out, name);
+	sbuf_addc(out, ' ');
+	sbuf_add_u64(out, v);
+	sbuf_addc(out, '\n');
 }
 
 static void
 sample_label(struct sbuf *out, const char *name, const char *label, const char *value,
     size_t len, uint64_t v)
 {
-	sbuf_printf(out, "%s{%s=\"", name, label);
+	sbuf_adds(out, name);
+	sbuf_addc(out, '{');
+	sbuf_adds(out, label);
+	sbuf_add(out, "=\"", 2);
 	label_value(out, value, len);
-	sbuf_printf(out, "\"} %llu\n", (unsigned long long)v);
+	sbuf_add(out, "\"} ", 3);
+	sbuf_add_u64(out, v);
+	sbuf_addc(out, '\n');
 }
 
 static void

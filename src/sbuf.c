@@ -69,6 +69,18 @@ sbuf_addc(struct sbuf *s, char c)
 }
 
 void
+sbuf_add_u64(struct sbuf *s, uint64_t v)
+{
+	char digits[20];
+	size_t n = 0;
+	do {
+		digits[sizeof(digits) - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	sbuf_add(s, digits + sizeof(digits) - n, n);
+}
+
+void
 sbuf_printf(struct sbuf *s, const char *fmt, ...)
 {
 	va_list ap;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct sbuf {
 	char *data;        /* NUL-terminated while not failed */
@@ -19,6 +20,8 @@ void sbuf_free(struct sbuf *s);
 void sbuf_add(struct sbuf *s, const char *p, size_t n);
 void sbuf_adds(struct sbuf *s, const char *str);
 void sbuf_addc(struct sbuf *s, char c);
+/* v in decimal (without printf: metrics write tens of thousands). */
+void sbuf_add_u64(struct sbuf *s, uint64_t v);
 void sbuf_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* p as a JSON string, quotes included (bytes >= 0x80 are passed as they
  * are; controls, '"' and '\' are escaped). */
