@@ -1,6 +1,6 @@
 # eft - a small, fast STOMP 1.2 broker.
 #
-#   make            build build/eftd, build/eft-bench and build/eft-passwd
+#   make            build build/eftd, build/eft-bench, build/eft-passwd and build/eftctl
 #   make run        install missing packages, build, run eftd on 127.0.0.1:61613
 #                   (dashboard and metrics on http://127.0.0.1:15672)
 #   make test       install missing packages, build, run every test
@@ -60,7 +60,7 @@ endif
 .PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run crash-test \
     install uninstall
 
-all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd
+all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd $(BUILD)/eftctl
 
 $(BUILD)/obj/%.o: src/%.c
 	$(Q)mkdir -p $(dir $@)
@@ -80,13 +80,18 @@ $(BUILD)/eftd: $(BUILD)/obj/main.o $(LIB_OBJS)
 $(BUILD)/eft-bench: $(BENCH_OBJS)
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -lm -o $@
 
-$(BUILD)/obj/tools/eft-passwd.o: tools/eft-passwd.c
+$(BUILD)/obj/tools/%.o: tools/%.c
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD)/obj/address.o \
     $(BUILD)/obj/log.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -lsodium -o $@
+
+# eftctl talks to eftd's admin HTTP API with libevent's evhttp client alone;
+# libsodium only for the Basic auth header's base64.
+$(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -levent -lsodium -o $@
 
 # test_oom makes allocations fail: every malloc, calloc and realloc of eft's
 # own code goes through its wrappers.
