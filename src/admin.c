@@ -381,8 +381,6 @@ conn_subscriptions(struct table *t, const struct conn *c)
 	}
 	if (t->fmt == ADMIN_JSON)
 		sbuf_addc(t->out, ']');
-	else if (first)
-		sbuf_addc(t->out, '-');
 }
 
 static void
