@@ -101,10 +101,14 @@ table_end(struct table *t)
 static void
 table_key(struct table *t, const char *key)
 {
-	if (t->fmt == ADMIN_JSON)
-		sbuf_printf(t->out, "%s\"%s\":", t->col ? "," : "", key);
-	else if (t->record)
-		sbuf_printf(t->out, "%s\t", key);
+	if (t->fmt == ADMIN_JSON) {
+		sbuf_adds(t->out, t->col ? ",\"" : "\"");
+		sbuf_adds(t->out, key);
+		sbuf_add(t->out, "\":", 2);
+	} else if (t->record) {
+		sbuf_adds(t->out, key);
+		sbuf_addc(t->out, '\t');
+	}
 	else if (t->col)
 		sbuf_addc(t->out, '\t');
 	t->col++;
@@ -144,7 +148,7 @@ static void
 table_u64(struct table *t, const char *key, uint64_t v)
 {
 	table_key(t, key);
-	sbuf_printf(t->out, "%llu", (unsigned long long)v);
+	sbuf_add_u64(t->out, v);
 	table_value_end(t);
 }
 

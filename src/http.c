@@ -14,9 +14,11 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -183,6 +185,13 @@ http_request_cb(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, "Internal Server Error");
 		return;
 	}
+	/* evhttp writes the head and the body apart: without this the body
+	 * would wait for the peer's delayed ACK of the head (40 ms). */
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+	int one = 1;
+	if (fd >= 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	evhttp_add_header(hdrs, "Cache-Control", "no-store");
 	evhttp_add_header(hdrs, "X-Content-Type-Options", "nosniff");
 	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
