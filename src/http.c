@@ -216,8 +216,13 @@ http_request_cb(struct evhttp_request *req, void *arg)
 		    "frame-ancestors 'none'");
 	size_t len;
 	const char *data = admin_reply_body(&r, &len);
-	/* The answer is handed over, not copied (a scrape may be megabytes). */
-	if (r.fixed != NULL) {
+	/* The answer is handed over, not copied (a scrape may be megabytes).
+	 * HEAD: its length, and no body (evhttp would send one). */
+	if (cmd == EVHTTP_REQ_HEAD) {
+		char n[24];
+		snprintf(n, sizeof(n), "%zu", len);
+		evhttp_add_header(hdrs, "Content-Length", n);
+	} else if (r.fixed != NULL) {
 		evbuffer_add_reference(body, data, len, NULL, NULL);
 	} else if (len > 0 && evbuffer_add_reference(body, data, len, free_body, r.body.data) == 0) {
 		sbuf_init(&r.body);

@@ -435,6 +435,16 @@ class Api(Admin):
             self.assertEqual(body, f.read())
         # Nothing fetched from elsewhere.
         self.assertNotRegex(body, rb"(src|href)\s*=\s*[\"']?(https?:)?//")
+        # HEAD: the length, no body (the next request on the connection works).
+        conn = http.client.HTTPConnection("127.0.0.1", self.admin, timeout=10 * harness.SLOW)
+        conn.request("HEAD", "/")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.getheader("Content-Length"), r.read()),
+                         (200, str(len(body)), b""))
+        conn.request("GET", "/api/topics")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b"[]\n"))
+        conn.close()
 
 
 @TCP_ONLY
