@@ -2,9 +2,10 @@
  *
  *     eftctl [-u URL] [--user USER[:PASSWORD]] [--json] [-t SECONDS] COMMAND
  *
- * One request per run, made with libevent's evhttp client.  Lists are asked
- * for as tab-separated values and printed as an aligned table for people;
- * --json asks for JSON and prints it as it came, for scripts.  Every failure
+ * One request per run, made with libevent's evhttp client.  Answers are
+ * asked for as tab-separated values and printed for people (lists as an
+ * aligned table, actions as one line); --json asks for JSON and prints it as
+ * it came, for scripts.  So eftctl never parses JSON.  Every failure
  * is one line on stderr: exit 1 when the broker or the request failed, 2
  * for a bad command line.
  *
@@ -481,167 +482,23 @@ ctl_reply_free(struct ctl_reply *r)
 	free(r->body);
 }
 
-/* ---- just enough JSON: the members of one flat object ---- */
+/* ---- reading a record ---- */
 
-static const char *
-json_blank(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/* Past the string whose opening quote is at p, or NULL. */
-static const char *
-json_string_end(const char *p, const char *end)
-{
-	for (p++; p < end; p++) {
-		if (*p == '\\')
-			p++;
-		else if (*p == '"')
-			return p + 1;
-	}
-	return NULL;
-}
-
-/* Past the value at p (after blanks), or NULL if it is malformed. */
-static const char *
-json_value_end(const char *p, const char *end, int depth)
-{
-	p = json_blank(p, end);
-	if (p >= end || depth > 64)
-		return NULL;
-	if (*p == '"')
-		return json_string_end(p, end);
-	if (*p == '{' || *p == '[') {
-		char close = *p == '{' ? '}' : ']';
-		p = json_blank(p + 1, end);
-		if (p < end && *p == close)
-			return p + 1;
-		for (;;) {
-			if (close == '}') {
-				p = json_blank(p, end);
-				if (p >= end || *p != '"' || (p = json_string_end(p, end)) == NULL)
-					return NULL;
-				p = json_blank(p, end);
-				if (p >= end || *p++ != ':')
-					return NULL;
-			}
-			if ((p = json_value_end(p, end, depth + 1)) == NULL)
-				return NULL;
-			p = json_blank(p, end);
-			if (p < end && *p == ',')
-				p++;
-			else if (p < end && *p == close)
-				return p + 1;
-			else
-				return NULL;
-		}
-	}
-	const char *start = p;  /* a number, true, false or null */
-	while (p < end && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.'))
-		p++;
-	return p > start ? p : NULL;
-}
-
-static unsigned
-json_hex4(const char *p)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		int c = (unsigned char)p[i];
-		v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : tolower(c) - 'a' + 10);
-	}
-	return v;
-}
-
-/* The text of the JSON value [p, end) as one printable line (malloc'd): a
- * string unescaped, anything else as written. */
+/* The value of field key in a tab-separated record ("name\tvalue" lines,
+ * as the API answers purge, delete and close), malloc'd, or NULL. */
 static char *
-json_text(const char *p, const char *end)
+tsv_member(const char *body, size_t len, const char *key)
 {
-	char *out = malloc((size_t)(end - p) * 2 + 1), *o = out;
-
-	if (out == NULL)
-		return NULL;
-	if (*p != '"') {
-		memcpy(out, p, (size_t)(end - p));
-		out[end - p] = '\0';
-		return out;
-	}
-	for (p++, end--; p < end; p++) {
-		unsigned c = (unsigned char)*p;
-		if (c == '\\' && p + 1 < end) {
-			c = (unsigned char)*++p;
-			if (c == 'u' && p + 4 < end && isxdigit((unsigned char)p[1]) &&
-			    isxdigit((unsigned char)p[2]) && isxdigit((unsigned char)p[3]) &&
-			    isxdigit((unsigned char)p[4])) {
-				c = json_hex4(p + 1);
-				p += 4;
-				if (c >= 0xd800 && c < 0xdc00 && p + 6 < end && p[1] == '\\' &&
-				    p[2] == 'u') {
-					unsigned lo = json_hex4(p + 3);
-					if (lo >= 0xdc00 && lo < 0xe000) {
-						c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
-						p += 6;
-					}
-				}
-				if (c < 0x80) {
-					*o++ = (char)c;
-				} else if (c < 0x800) {
-					*o++ = (char)(0xc0 | c >> 6);
-					*o++ = (char)(0x80 | (c & 0x3f));
-				} else if (c < 0x10000) {
-					*o++ = (char)(0xe0 | c >> 12);
-					*o++ = (char)(0x80 | (c >> 6 & 0x3f));
-					*o++ = (char)(0x80 | (c & 0x3f));
-				} else {
-					*o++ = (char)(0xf0 | c >> 18);
-					*o++ = (char)(0x80 | (c >> 12 & 0x3f));
-					*o++ = (char)(0x80 | (c >> 6 & 0x3f));
-					*o++ = (char)(0x80 | (c & 0x3f));
-				}
-				continue;
-			}
-			c = c == 'n' || c == 'r' || c == 't' || c == 'b' || c == 'f' ? ' ' : c;
-		}
-		/* One line: a control character would break it. */
-		*o++ = c < 0x20 || c == 0x7f ? ' ' : (char)c;
-	}
-	*o = '\0';
-	return out;
-}
-
-/* The value of member key of the JSON object in body, as text (malloc'd),
- * or NULL if there is none (or body is not an object). */
-static char *
-json_member(const char *body, size_t len, const char *key)
-{
-	const char *p = body, *end = body + len, *k, *v;
 	size_t klen = strlen(key);
 
-	p = json_blank(p, end);
-	if (p >= end || *p++ != '{')
-		return NULL;
-	for (;;) {
-		p = json_blank(p, end);
-		if (p >= end || *p != '"' || (v = json_string_end(p, end)) == NULL)
-			return NULL;
-		k = p + 1;
-		int match = (size_t)(v - 1 - k) == klen && memcmp(k, key, klen) == 0;
-		p = json_blank(v, end);
-		if (p >= end || *p++ != ':')
-			return NULL;
-		v = json_blank(p, end);
-		if ((p = json_value_end(v, end, 0)) == NULL)
-			return NULL;
-		if (match)
-			return json_text(v, p);
-		p = json_blank(p, end);
-		if (p >= end || *p++ != ',')
-			return NULL;
+	for (const char *p = body, *end = body + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl != NULL ? nl : end;
+		if ((size_t)(eol - p) > klen && memcmp(p, key, klen) == 0 && p[klen] == '\t')
+			return strndup(p + klen + 1, (size_t)(eol - p - klen - 1));
+		p = eol + 1;
 	}
+	return NULL;
 }
 
 /* ---- printing ---- */
@@ -760,14 +617,14 @@ fail:
 }
 
 /* The one-line result of purge, delete or close; what the server said as it
- * came if it is not the object the spec gives. */
+ * came if it is not the record the spec gives. */
 static int
 ctl_print_result(const struct ctl_command *cmd, const struct ctl_reply *r)
 {
 	const char *key = cmd->kind == CTL_PURGE ? "purged" : cmd->kind == CTL_DELETE ? "deleted" :
 	    "closed";
-	char *count = json_member(r->body, r->len, key);
-	char *queue = json_member(r->body, r->len, "queue");
+	char *count = tsv_member(r->body, r->len, key);
+	char *queue = tsv_member(r->body, r->len, "queue");
 
 	if (count == NULL || (cmd->kind != CTL_CLOSE && queue == NULL)) {
 		printf("%s%s", r->body, r->len > 0 && r->body[r->len - 1] == '\n' ? "" : "\n");
@@ -793,10 +650,8 @@ ctl_print_http_error(const struct ctl_reply *r, const char *user)
 	char *why = NULL;
 	const char *hint = "";
 
-	if (r->type != NULL && strncasecmp(r->type, "application/json", 16) == 0)
-		why = json_member(r->body, r->len, "error");
-	if (why == NULL && r->len > 0) {
-		/* TSV (the line itself) or anything else: its first line */
+	if (r->len > 0) {
+		/* TSV (the line itself), or with --json the JSON: its first line */
 		size_t n = strcspn(r->body, "\r\n");
 		if ((why = strndup(r->body, n > 200 ? 200 : n)) != NULL)
 			for (char *c = why; *c != '\0'; c++)
@@ -959,16 +814,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftctl: out of memory\n");
 		goto done;
 	}
-	/* The actions are asked for as JSON either way: one object to read. */
-	if (ctl_request(&t, cmd->method, path, json || cmd->kind != CTL_TABLE ?
-	    "application/json" : "text/tab-separated-values", auth, timeout, &r) != 0)
+	/* People get tables and lines made from the tab-separated answers. */
+	if (ctl_request(&t, cmd->method, path, json ? "application/json" :
+	    "text/tab-separated-values", auth, timeout, &r) != 0)
 		goto done;
 	if (r.code < 200 || r.code > 299) {
 		ctl_print_http_error(&r, user);
 		goto done;
 	}
-	if (json || (cmd->kind == CTL_TABLE && (r.type == NULL ||
-	    strncasecmp(r.type, "text/tab-separated-values", 25) != 0)))
+	if (json || r.type == NULL || strncasecmp(r.type, "text/tab-separated-values", 25) != 0)
 		/* JSON as it came (and an answer that is not TSV as well). */
 		printed = printf("%s%s", r.body, r.len > 0 && r.body[r.len - 1] == '\n' ? "" :
 		    "\n") < 0 ? -1 : 0;
