@@ -84,13 +84,13 @@ $(BUILD)/obj/tools/%.o: tools/%.c
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/auth.o $(BUILD)/obj/address.o \
+$(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/tools/ask.o $(BUILD)/obj/auth.o $(BUILD)/obj/address.o \
     $(BUILD)/obj/log.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -lsodium -o $@
 
 # eftctl talks to eftd's admin HTTP API with libevent's evhttp client alone;
 # libsodium only for the Basic auth header's base64.
-$(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o
+$(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o $(BUILD)/obj/tools/ask.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -levent -lsodium -o $@
 
 # test_oom makes allocations fail: every malloc, calloc and realloc of eft's

@@ -24,26 +24,21 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
 #include "eft/auth.h"
 
-static volatile sig_atomic_t eft_passwd_signal;
+#include "ask.h"
 
-static void
-eft_passwd_on_signal(int sig)
-{
-	eft_passwd_signal = sig;
-}
+/* The longest password read from a terminal. */
+#define TTY_PASSWORD_MAX 1024
 
 /* One line from stdin without its line end into *out (malloc'd, *cap bytes);
  * -1 on EOF, a read error or a signal. */
@@ -59,39 +54,6 @@ eft_passwd_read_line(char **out, size_t *cap, size_t *len)
 		n--;
 	*len = (size_t)n;
 	return 0;
-}
-
-/* Prompt on stderr and read a line with echo off.  A signal (^C) ends the
- * read without SA_RESTART, so the terminal always gets its echo back. */
-static int
-eft_passwd_ask(const char *prompt, char **out, size_t *cap, size_t *len)
-{
-	struct termios saved, quiet;
-	struct sigaction sa, old_int, old_term, old_hup;
-	int rc = -1;
-
-	if (tcgetattr(STDIN_FILENO, &saved) != 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = eft_passwd_on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
-	quiet = saved;
-	quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
-	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) != 0)
-		goto done;
-	fputs(prompt, stderr);
-	fflush(stderr);
-	rc = eft_passwd_read_line(out, cap, len);
-	fputc('\n', stderr);
-done:
-	tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
-	return eft_passwd_signal ? -1 : rc;
 }
 
 static void
@@ -425,11 +387,15 @@ main(int argc, char **argv)
 		goto fail;
 	}
 	if (isatty(STDIN_FILENO)) {
-		if (eft_passwd_ask("Password: ", &pw, &cap, &len) != 0 ||
-		    eft_passwd_ask("Password again: ", &again, &again_cap, &again_len) != 0) {
+		cap = again_cap = TTY_PASSWORD_MAX;
+		if ((pw = malloc(cap)) == NULL || (again = malloc(again_cap)) == NULL ||
+		    ask_password("Password: ", pw, cap) != 0 ||
+		    ask_password("Password again: ", again, again_cap) != 0) {
 			fprintf(stderr, "eft-passwd: no password read\n");
 			goto fail;
 		}
+		len = strlen(pw);
+		again_len = strlen(again);
 		if (len != again_len || memcmp(pw, again, len) != 0) {
 			fprintf(stderr, "eft-passwd: the passwords differ\n");
 			goto fail;

@@ -13,13 +13,10 @@
  * connect, read or write, so a server that trickles could hold us longer. */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -31,6 +28,8 @@
 #include <sodium.h>
 
 #include "eft/version.h"
+
+#include "ask.h"
 
 #define CTL_DEFAULT_URL "http://127.0.0.1:15672"
 #define CTL_PASSWORD_MAX 1024
@@ -195,70 +194,6 @@ ctl_target_free(struct ctl_target *t)
 }
 
 /* ---- the password ---- */
-
-static volatile sig_atomic_t ctl_signal;
-
-static void
-ctl_on_signal(int sig)
-{
-	ctl_signal = sig;
-}
-
-/* Ask for user's password on the terminal with echo off, into buf; -1 if
- * there is no terminal or nothing was read.  A signal (^C) ends the read,
- * as no handler has SA_RESTART, so the terminal always gets its echo back. */
-static int
-ctl_ask_password(const char *user, char *buf, size_t size)
-{
-	struct termios saved, quiet;
-	struct sigaction sa, old_int, old_term, old_hup;
-	size_t len = 0;
-	int fd, rc = -1;
-
-	if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) < 0)
-		return -1;
-	if (tcgetattr(fd, &saved) != 0) {
-		close(fd);
-		return -1;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = ctl_on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
-	quiet = saved;
-	quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
-	if (tcsetattr(fd, TCSAFLUSH, &quiet) != 0)
-		goto done;
-	dprintf(fd, "Password for %s: ", user);
-	for (;;) {
-		char c;
-		ssize_t n = read(fd, &c, 1);
-		if (n < 0 && errno == EINTR && !ctl_signal)
-			continue;
-		if (n <= 0 || ctl_signal)
-			break;
-		if (c == '\n') {
-			rc = 0;
-			break;
-		}
-		if (len + 1 < size)
-			buf[len++] = c;
-	}
-	if (len > 0 && buf[len - 1] == '\r')
-		len--;
-	buf[len] = '\0';
-	ssize_t nl = write(fd, "\n", 1);        /* cosmetic: no error */
-	(void)nl;
-done:
-	tcsetattr(fd, TCSAFLUSH, &saved);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
-	close(fd);
-	return ctl_signal ? -1 : rc;
-}
 
 /* "Basic base64(user:password)", malloc'd, or NULL when out of memory. */
 static char *
@@ -677,7 +612,7 @@ main(int argc, char **argv)
 	const struct ctl_command *cmd;
 	const char *url = getenv("EFTCTL_URL"), *why;
 	char *user = NULL, *auth = NULL, *path = NULL, *arg = NULL, *full = NULL;
-	char password[CTL_PASSWORD_MAX];
+	char password[CTL_PASSWORD_MAX], prompt[128];
 	double timeout = 5;
 	int json = 0, status = 1, printed, opt;
 	static const struct option longopts[] = {
@@ -793,7 +728,8 @@ main(int argc, char **argv)
 			snprintf(password, sizeof(password), "%s", colon + 1);
 		} else if (env != NULL) {
 			snprintf(password, sizeof(password), "%s", env);
-		} else if (ctl_ask_password(user, password, sizeof(password)) != 0) {
+		} else if (snprintf(prompt, sizeof(prompt), "Password for %s: ", user) < 0 ||
+		    ask_password(prompt, password, sizeof(password)) != 0) {
 			fprintf(stderr, "eftctl: no password for %s: give --user %s:PASSWORD, set "
 			    "EFTCTL_PASSWORD, or run eftctl on a terminal\n", user, user);
 			goto done;

@@ -571,6 +571,62 @@ class Passwd(unittest.TestCase):
         self.assertRegex(lines[2], r"^erin:\$argon2id\$[^:]+$")
 
 
+def on_terminal(argv, answers, timeout=20):
+    """Run argv on a pseudo-terminal, typing each answer after a password
+    prompt; (exit code, everything the terminal showed)."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(argv[0], argv)
+    shown, typed, deadline = b"", 0, time.time() + timeout * harness.SLOW
+    try:
+        while time.time() < deadline:
+            if not select.select([fd], [], [], 0.2)[0]:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            shown += data
+            if shown.count(b"assword") > typed and typed < len(answers):
+                os.write(fd, answers[typed])
+                typed += 1
+    finally:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == 0:  # still running at the deadline
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown
+
+
+@TCP_ONLY
+class Terminal(unittest.TestCase):
+    """eft-passwd and eftctl ask for passwords on the terminal, without echo
+    (tools/ask.c, which both use)."""
+
+    def test_prompts_without_echo(self):
+        bin_dir = os.path.join(harness.ROOT, harness.BUILD)
+        rc, shown = on_terminal([os.path.join(bin_dir, "eft-passwd"), "--admin", "zed"],
+                                [b"s3cret-pw\n", b"s3cret-pw\n"])
+        self.assertEqual(rc, 0, shown)
+        self.assertRegex(shown, rb"Password: \r?\nPassword again: \r?\nzed:\$argon2id\$[^:]+:admin")
+        self.assertNotIn(b"s3cret-pw", shown)
+        rc, shown = on_terminal([os.path.join(bin_dir, "eft-passwd"), "zed"], [b"a\n", b"b\n"])
+        self.assertEqual(rc, 1)
+        self.assertIn(b"the passwords differ", shown)
+        port = harness.free_port()  # nothing listens there
+        rc, shown = on_terminal([os.path.join(bin_dir, "eftctl"), "-u", "127.0.0.1:%d" % port,
+                                 "--user", "bob", "queues"], [b"hidden-pw\n"])
+        self.assertEqual(rc, 1)
+        self.assertIn(b"Password for bob: ", shown)
+        self.assertIn(b"connection refused", shown)
+        self.assertNotIn(b"hidden-pw", shown)
+
+
 @TCP_ONLY
 class Reload(unittest.TestCase):
     """SIGHUP: a new certificate for new connections while old ones stay,

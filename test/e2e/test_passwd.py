@@ -156,7 +156,7 @@ class EftPasswdStdout(unittest.TestCase):
         for args in ([], ["a", "b"], ["-f"], ["--bogus", "alice"]):
             rc, out, err = passwd(*args)
             self.assertEqual(rc, 2, args)
-            self.assertIn("usage: eft-passwd [-f FILE] NAME", err)
+            self.assertIn("usage: eft-passwd [-a] [-f FILE] NAME", err)
 
 
 if __name__ == "__main__":
