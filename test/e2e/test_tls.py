@@ -375,7 +375,8 @@ class TlsStartupTest(unittest.TestCase):
         self.assertIn("tls-ca-file", line)
 
     def test_bad_listen_urls(self):
-        for url, needle in (("http://127.0.0.1:1", "tcp://, tls://, ws:// or wss://"),
+        for url, needle in (("https://127.0.0.1:1", "tcp://, tls://, ws://, wss:// or http://"),
+                            ("http://127.0.0.1:1/admin", "only ws:// and wss://"),
                             ("tcp://127.0.0.1", "HOST:PORT"),
                             ("tcp://127.0.0.1:5000/ws", "only ws:// and wss://"),
                             ("ws://127.0.0.1:5000/a b", "path"),
