@@ -222,32 +222,11 @@ queue_type(const struct dest *d)
 	return dest_temp(d) != NULL ? "temp-queue" : dest_bound_topic(d) != NULL ? "durable" : "queue";
 }
 
-struct dest_totals {
-	size_t queues, topics, temps, queued, unacked;
-};
-
-static void
-add_dest(const struct dest *d, void *arg)
-{
-	struct dest_totals *n = arg;
-	if (dest_kind(d) == DEST_TOPIC) {
-		n->topics++;
-		return;
-	}
-	n->queues++;
-	n->temps += dest_temp(d) != NULL;
-	n->queued += dest_depth(d);
-	n->unacked += dest_unacked(d);
-}
-
 static void
 api_overview(struct broker *b, struct table *t)
 {
-	struct dest_totals n = { 0 };
-	size_t paused = 0;
-	dests_foreach(&b->dests, add_dest, &n);
-	for (const struct conn *c = b->paused; c != NULL; c = c->paused_next)
-		paused++;
+	struct dests_totals n;
+	dests_totals(&b->dests, &n);
 	const struct broker_stats *st = &b->stats;
 	uint64_t dropped = 0;
 	for (int i = 0; i < STAT_DROP_COUNT; i++)
@@ -262,7 +241,7 @@ api_overview(struct broker *b, struct table *t)
 	    st->rejected[STAT_REJECT_LOGIN]);
 	table_u64(t, "queues", n.queues);
 	table_u64(t, "topics", n.topics);
-	table_u64(t, "temp_queues", n.temps);
+	table_u64(t, "temp_queues", n.temp_queues);
 	table_u64(t, "durable_subscriptions", b->durables);
 	table_u64(t, "messages_queued", n.queued);
 	table_u64(t, "messages_unacked", n.unacked);
@@ -273,7 +252,7 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "messages_dropped", dropped);
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
-	table_u64(t, "producers_paused", paused);
+	table_u64(t, "producers_paused", broker_paused_count(b));
 	if (b->store != NULL)
 		table_u64(t, "journal_bytes", store_disk_bytes(b->store));
 	else

@@ -213,6 +213,15 @@ may_resume(const struct broker *b, const struct conn *c)
 	    below(dest_bytes(d), b->cfg->max_queue_bytes);
 }
 
+size_t
+broker_paused_count(const struct broker *b)
+{
+	size_t n = 0;
+	for (const struct conn *c = b->paused; c != NULL; c = c->paused_next)
+		n++;
+	return n;
+}
+
 void
 broker_check_paused(struct broker *b)
 {

@@ -209,6 +209,22 @@ dests_queued(const struct dests *t, size_t *nqueues)
 	return msgs;
 }
 
+void
+dests_totals(const struct dests *t, struct dests_totals *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (const struct dest *d = t->by_name; d != NULL; d = d->hh.next) {
+		if (d->kind == DEST_TOPIC) {
+			out->topics++;
+			continue;
+		}
+		out->queues++;
+		out->temp_queues += d->temp != NULL;
+		out->queued += d->q.count;
+		out->unacked += d->q.out;
+	}
+}
+
 static int
 dest_cmp_name(const void *a, const void *b)
 {

@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 
 #include "eft/broker.h"
-#include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/metrics.h"
@@ -104,27 +103,20 @@ static uint64_t d_published(const struct dest *d) { return dest_published(d); }
 static void
 destinations(struct broker *b, struct sbuf *out)
 {
-	size_t n, queues = 0, topics = 0, temps = 0, queued = 0;
+	size_t n;
+	struct dests_totals totals;
+	dests_totals(&b->dests, &totals);
 	struct dest **ds = dests_sorted(&b->dests, &n);
 	if (ds == NULL) {
 		out->failed = true;
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (dest_kind(ds[i]) == DEST_TOPIC) {
-			topics++;
-		} else {
-			queues++;
-			temps += dest_temp(ds[i]) != NULL;
-			queued += dest_depth(ds[i]);
-		}
-	}
 	gauge(out, "eft_queues", "Queues, temp-queues and durable subscriptions' queues included.",
-	    queues);
-	gauge(out, "eft_topics", "Topics with a subscriber or a durable subscription.", topics);
-	gauge(out, "eft_temp_queues", "Temp-queues (their owners' private reply queues).", temps);
+	    totals.queues);
+	gauge(out, "eft_topics", "Topics with a subscriber or a durable subscription.", totals.topics);
+	gauge(out, "eft_temp_queues", "Temp-queues (their owners' private reply queues).", totals.temp_queues);
 	gauge(out, "eft_durable_subscriptions", "Durable topic subscriptions.", b->durables);
-	gauge(out, "eft_messages_queued", "Messages waiting in all queues.", queued);
+	gauge(out, "eft_messages_queued", "Messages waiting in all queues.", totals.queued);
 	dest_family(out, ds, n, DEST_QUEUE, "eft_queue_messages", "gauge",
 	    "Messages waiting in the queue (its depth).", q_depth);
 	dest_family(out, ds, n, DEST_QUEUE, "eft_queue_messages_bytes", "gauge",
@@ -244,10 +236,8 @@ metrics_render(struct broker *b, struct sbuf *out)
 	gauge(out, "eft_message_memory_bytes", "Memory held by messages.", b->msg_pool.live_bytes);
 	gauge(out, "eft_message_memory_limit_bytes",
 	    "max-memory: above it producers wait.", b->max_memory);
-	size_t paused = 0;
-	for (const struct conn *c = b->paused; c != NULL; c = c->paused_next)
-		paused++;
-	gauge(out, "eft_producers_paused", "Producers not read from until a limit clears.", paused);
+	gauge(out, "eft_producers_paused", "Producers not read from until a limit clears.",
+	    broker_paused_count(b));
 	gauge(out, "eft_memory_alarm", "1 while message memory is over max-memory.",
 	    b->memory_alarm);
 	if (b->store != NULL) {

@@ -124,6 +124,8 @@ bool broker_memory_full(struct broker *b);
 bool broker_disk_full(struct broker *b);
 /* A producer was paused: make sure somebody looks at it again. */
 void broker_paused_added(struct broker *b);
+/* Producers paused now. */
+size_t broker_paused_count(const struct broker *b);
 /* Resume paused producers whose reason has gone. */
 void broker_check_paused(struct broker *b);
 

@@ -41,6 +41,12 @@ void dests_delete(struct dests *t, struct dest *d);
 void dests_free(struct dests *t);
 /* Forget every destination nothing holds (after the journal is read). */
 void dests_prune(struct dests *t);
+/* How many of each, and the messages they hold (the admin API, metrics). */
+struct dests_totals {
+	size_t queues, topics, temp_queues;
+	size_t queued, unacked;           /* messages waiting, and handed out unacknowledged */
+};
+void dests_totals(const struct dests *t, struct dests_totals *out);
 /* Messages waiting in queues, and on how many queues (*nqueues). */
 size_t dests_queued(const struct dests *t, size_t *nqueues);
 /* Every destination, sorted by name, in an array to free (*n of them);
