@@ -229,6 +229,9 @@ static const struct {
 	{ "_x = 1", "_x:1", true },
 	{ "a.b.c = 'd'", "a.b.c:d", true },
 	{ "a - b = 1", "a:3\nb:2", true },
+	{ "p-1 = 6", H, false },                     /* one identifier "p-1", absent */
+	{ "p-1 = 6", "p-1:6", true },
+	{ "p - 1 = 6", H, true },
 	{ "\t p\n=\r7 ", H, true },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
