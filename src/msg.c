@@ -112,6 +112,21 @@ write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char
 
 static inline struct msg *msg_alloc(struct msg_pool *pool, size_t size);
 
+/* Lifetime and queue fields of a new message: default priority, no expiry,
+ * on no list. */
+static inline void
+msg_init_life(struct msg *m)
+{
+	m->priority = MSG_PRIORITY_DEFAULT;
+	m->dead = false;
+	m->redelivered = false;
+	m->queued = false;
+	m->returns = 0;
+	m->expiry_slot = 0;
+	m->expires_ms = 0;
+	m->qprev = m->qnext = NULL;
+}
+
 static int
 spec_needs_escape(const struct msg_spec *s)
 {
@@ -190,6 +205,9 @@ msg_new(const struct msg_spec *s)
 	m->persistent = false;
 	m->delivered = false;
 	m->link = NULL;
+	msg_init_life(m);
+	m->priority = s->priority;
+	m->expires_ms = s->expires_ms;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -230,6 +248,7 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 	m->persistent = true;
 	m->delivered = false;
 	m->link = NULL;
+	msg_init_life(m);
 	char *p = m->data;
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
 		int from = v < nblocks ? v : 0;
@@ -300,8 +319,12 @@ msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
 	}
 	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);
 	free(buf);
-	if (c != NULL)
+	if (c != NULL) {
 		c->persistent = m->persistent;
+		c->priority = m->priority;
+		c->expires_ms = m->expires_ms;
+		c->dead = m->dead;
+	}
 	return c;
 }
 

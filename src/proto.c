@@ -364,6 +364,7 @@ handle_send(struct conn *c, struct frame *f)
 		.dest = dh->value,
 		.dest_len = dh->value_len,
 		.id = c->broker->next_msg_id++,
+		.priority = MSG_PRIORITY_DEFAULT,
 	};
 	/* reply-to:/temp-queue/NAME: the receiver sees our private queue's
 	 * broker-wide name, and we are subscribed to it. */

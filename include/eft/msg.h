@@ -34,6 +34,14 @@ struct msg {
 	int16_t pool_class;                /* size class, or -1 if malloc'd to size */
 	bool persistent;                   /* to be stored when it is queued */
 	bool delivered;                    /* stored as handed to a consumer */
+	uint8_t priority;                  /* 0-9 (JMS), 4 unless the SEND said otherwise */
+	bool dead;                         /* a dead letter: never dead-lettered again */
+	bool redelivered;                  /* queued again after a consumer had it */
+	bool queued;                       /* on its queue's list (qprev, qnext) */
+	uint32_t returns;                  /* times given back unacknowledged (max-redeliveries) */
+	uint32_t expiry_slot;              /* 1 + its index in the expiry heap; 0: not there */
+	uint64_t expires_ms;               /* wall clock, ms since the epoch; 0: never */
+	struct msg *qprev, *qnext;         /* its queue's list at its priority (dest.c) */
 	union {
 		struct msg_pool *pool;     /* in use: where to return it */
 		struct msg *next_free;     /* in a pool's free list */
@@ -57,7 +65,12 @@ struct msg_spec {
 	uint64_t id;
 	const char *reply_to;       /* replaces the frame's reply-to, if not NULL */
 	size_t reply_to_len;
+	uint8_t priority;           /* 0-9 */
+	uint64_t expires_ms;        /* 0: never */
 };
+
+#define MSG_PRIORITY_DEFAULT 4
+#define MSG_PRIORITIES 10
 
 void msg_pool_init(struct msg_pool *pool, size_t max_bytes);
 void msg_pool_drain(struct msg_pool *pool);
