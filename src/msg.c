@@ -268,22 +268,18 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 	return m;
 }
 
-/* Where the message-id line of a header block starts: first, or after the
- * destination line (which a 1.0 block leaves out if it cannot hold it). */
-static const char *
-find_id_line(const char *block, size_t len)
+/* The value of the message-id line of a header block (second, after the
+ * destination, or first where a 1.0 block left the destination out); false
+ * if the block has none. */
+static bool
+find_id(const char *block, size_t len, const char **value, size_t *vlen)
 {
-	const char *p = block;
-	if (len < 11 || memcmp(p, "message-id:", 11) != 0) {
-		const char *nl = memchr(block, '\n', len);
-		if (nl == NULL)
-			return NULL;
-		p = nl + 1;
-	}
-	size_t left = len - (size_t)(p - block);
-	if (left < 11 || memcmp(p, "message-id:", 11) != 0 || memchr(p, '\n', left) == NULL)
-		return NULL;
-	return p;
+	const char *pos = block, *end = block + len, *line;
+	size_t n;
+	while (msg_line_next(&pos, end, &line, &n))
+		if (msg_line_is(line, n, "message-id", 10, value, vlen))
+			return true;
+	return false;
 }
 
 struct msg *
@@ -301,20 +297,20 @@ msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
 	const char *blocks[STOMP_VERSIONS];
 	uint32_t lens[STOMP_VERSIONS];
 	for (int v = 0; v < nblocks; v++) {
-		const char *b = m->block[v], *line = find_id_line(b, m->block_len[v]);
-		if (line == NULL) {
+		const char *b = m->block[v], *value;
+		size_t blen = m->block_len[v], vlen;
+		if (!find_id(b, blen, &value, &vlen)) {
 			free(buf);
 			return NULL;
 		}
-		const char *value = line + 11, *end = memchr(value, '\n', m->block_len[v] -
-		    (size_t)(value - b));
+		const char *end = value + vlen;
 		blocks[v] = p;
 		memcpy(p, b, (size_t)(value - b));
 		p += value - b;
 		memcpy(p, idtext, idlen);
 		p += idlen;
-		memcpy(p, end, m->block_len[v] - (size_t)(end - b));
-		p += m->block_len[v] - (size_t)(end - b);
+		memcpy(p, end, blen - (size_t)(end - b));
+		p += blen - (size_t)(end - b);
 		lens[v] = (uint32_t)(p - blocks[v]);
 	}
 	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);

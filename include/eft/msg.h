@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "eft/frame.h"
 
@@ -95,6 +96,43 @@ struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const c
 struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
 /* How many distinct header blocks m has (1, or STOMP_VERSIONS). */
 int msg_nblocks(const struct msg *m);
+
+/* A header block is a run of "name:value\n" lines encoded for its version:
+ * raw in 1.0, escaped in 1.1 and 1.2 (where a ':' in a name or value is
+ * written "\c").  No block holds a name with a ':' in it as it is, so the
+ * first ':' of a line ends its name.  These two walk one; the rest of msg.c
+ * and whoever reads a block goes through them.
+ *
+ * The line at *pos (before end), without its '\n', into *line and *len;
+ * *pos moves past the '\n'.  False at the end of the block, and where what
+ * is left has no '\n': a malformed block, then *pos != end. */
+static inline bool
+msg_line_next(const char **pos, const char *end, const char **line, size_t *len)
+{
+	const char *p = *pos;
+	if (p >= end)
+		return false;
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	if (nl == NULL)
+		return false;
+	*line = p;
+	*len = (size_t)(nl - p);
+	*pos = nl + 1;
+	return true;
+}
+
+/* Is the line (line, len) the header named name (nlen bytes, encoded as the
+ * block encodes it)?  If so its value, as encoded, into *value and *vlen. */
+static inline bool
+msg_line_is(const char *line, size_t len, const char *name, size_t nlen, const char **value,
+    size_t *vlen)
+{
+	if (len <= nlen || line[nlen] != ':' || memcmp(line, name, nlen) != 0)
+		return false;
+	*value = line + nlen + 1;
+	*vlen = len - nlen - 1;
+	return true;
+}
 
 void msg_unref(struct msg *m);
 /* Decimal digits of n and a NUL at out (room for 21 bytes); returns the length. */

@@ -147,6 +147,57 @@ test_refcount(void **state)
 	msg_pool_drain(&pool);
 }
 
+/* Block v of m is exactly want. */
+static void
+assert_block(const struct msg *m, enum stomp_version v, const char *want)
+{
+	assert_int_equal(m->block_len[v], strlen(want));
+	assert_memory_equal(m->block[v], want, strlen(want));
+}
+
+static void
+test_clone(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/topic/t\nx-k:v\n\n", "b", 1, 3);
+	m->persistent = true;
+	m->priority = 7;
+	struct msg *c = msg_clone(&pool, m, 123456);
+	assert_non_null(c);
+	assert_block(c, STOMP_1_2, "destination:/topic/t\nmessage-id:123456\nx-k:v\ncontent-length:1\n");
+	assert_int_equal(msg_nblocks(c), 1);
+	assert_true(c->persistent);
+	assert_int_equal(c->priority, 7);
+	assert_int_equal(c->id, 123456);
+	msg_unref(c);
+	msg_unref(m);
+
+	/* Per-version blocks, the 1.0 one without its destination: the id line
+	 * is found first there, second in the others. */
+	m = build(&pool, STOMP_1_2, "SEND\ndestination:/topic/a\\nb\nk:a\\cb\n\n", "", 0, 9);
+	c = msg_clone(&pool, m, 10);
+	assert_non_null(c);
+	assert_block(c, STOMP_1_0, "message-id:10\nk:a:b\ncontent-length:0\n");
+	assert_block(c, STOMP_1_1, "destination:/topic/a\\nb\nmessage-id:10\nk:a\\cb\ncontent-length:0\n");
+	assert_block(c, STOMP_1_2, "destination:/topic/a\\nb\nmessage-id:10\nk:a\\cb\ncontent-length:0\n");
+	msg_unref(c);
+	msg_unref(m);
+
+	/* A stored block without a message-id line, or cut short: no copy. */
+	const char *bad[] = { "destination:/q\ncontent-length:0\n", "destination:/q\nmessage-id:1" };
+	for (int i = 0; i < 2; i++) {
+		uint32_t len = (uint32_t)strlen(bad[i]);
+		m = msg_restore(&pool, 1, 1, &bad[i], &len, "", 0);
+		assert_non_null(m);
+		assert_null(msg_clone(&pool, m, 2));
+		msg_unref(m);
+	}
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
 static void
 test_format_u64(void **state)
 {
@@ -172,6 +223,7 @@ main(void)
 		cmocka_unit_test(test_pool_bounded),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_format_u64),
+		cmocka_unit_test(test_clone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
