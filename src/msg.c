@@ -324,6 +324,21 @@ msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
 	return c;
 }
 
+bool
+msg_header(const struct msg *m, const char *name, size_t len, const char **value, size_t *vlen)
+{
+	/* No 1.0 name holds a ':': "a:b" would otherwise find header a's value
+	 * "b:...". */
+	if (memchr(name, ':', len) != NULL)
+		return false;
+	const char *pos = m->block[STOMP_1_0], *end = pos + m->block_len[STOMP_1_0], *line;
+	size_t n;
+	while (msg_line_next(&pos, end, &line, &n))
+		if (msg_line_is(line, n, name, len, value, vlen))
+			return true;
+	return false;
+}
+
 int
 msg_nblocks(const struct msg *m)
 {

@@ -134,6 +134,16 @@ msg_line_is(const char *line, size_t len, const char *name, size_t nlen, const c
 	return true;
 }
 
+/* The value of the first header named name (len bytes) in m, from its
+ * STOMP 1.0 block: raw, as the sender meant it, not escaped.  *value points
+ * into the block and lives as long as m.  The block holds the destination,
+ * message-id, the sender's headers and content-length; a header 1.0 cannot
+ * carry (a newline or CR in its value; a ':', newline or CR in its name) is
+ * not in it, and is not found, nor is a destination with a newline.  False
+ * if absent.  Per delivery for selectors: one pass, no allocation. */
+bool msg_header(const struct msg *m, const char *name, size_t len, const char **value,
+    size_t *vlen);
+
 void msg_unref(struct msg *m);
 /* Decimal digits of n and a NUL at out (room for 21 bytes); returns the length. */
 size_t msg_format_u64(char *out, uint64_t n);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,85 @@ test_format_u64(void **state)
 	}
 }
 
+/* msg_header finds name in m with value want, or (want NULL) does not. */
+static void
+assert_header(const struct msg *m, const char *name, const char *want)
+{
+	const char *value = NULL;
+	size_t vlen = 0;
+	bool found = msg_header(m, name, strlen(name), &value, &vlen);
+	if (want == NULL) {
+		assert_false(found);
+		return;
+	}
+	assert_true(found);
+	assert_int_equal(vlen, strlen(want));
+	assert_memory_equal(value, want, vlen);
+	/* Into the block, not a copy. */
+	assert_true(value >= m->block[STOMP_1_0] &&
+	    value + vlen <= m->block[STOMP_1_0] + m->block_len[STOMP_1_0]);
+}
+
+static void
+test_header(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	/* 1.2 sender: sel's value holds colons, nl's a newline (not in 1.0). */
+	struct msg *m = build(&pool, STOMP_1_2,
+	    "SEND\ndestination:/queue/a\npriority:5\nprio:3\nsel:k\\cv\\c\nempty:\nk:first\n"
+	    "nl:a\\nb\nk:second\n\n", "hello", 5, 42);
+	assert_int_equal(msg_nblocks(m), STOMP_VERSIONS);
+	assert_header(m, "destination", "/queue/a");
+	assert_header(m, "message-id", "42");
+	assert_header(m, "priority", "5");
+	assert_header(m, "prio", "3");
+	assert_header(m, "priorit", NULL);
+	assert_header(m, "pri", NULL);
+	assert_header(m, "priorityx", NULL);
+	assert_header(m, "sel", "k:v:");
+	/* Not header k inside sel's line, nor k:v's "value". */
+	assert_header(m, "k", "first");
+	assert_header(m, "sel:k", NULL);
+	assert_header(m, "empty", "");
+	assert_header(m, "nl", NULL);
+	assert_header(m, "content-length", "5"); /* the last line */
+	assert_header(m, "content-lengt", NULL);
+	assert_header(m, "absent", NULL);
+	assert_header(m, "", NULL);
+	msg_unref(m);
+
+	/* One block for every version. */
+	m = build(&pool, STOMP_1_2, "SEND\ndestination:/topic/t\nx:1\nx:2\ny:\n\n", "", 0, 7);
+	assert_int_equal(msg_nblocks(m), 1);
+	assert_header(m, "destination", "/topic/t");
+	assert_header(m, "message-id", "7");
+	assert_header(m, "x", "1");
+	assert_header(m, "y", "");
+	assert_header(m, "content-length", "0");
+	assert_header(m, "z", NULL);
+	msg_unref(m);
+
+	/* A destination 1.0 cannot carry is not in its block. */
+	m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\\nb\n\n", "", 0, 8);
+	assert_header(m, "destination", NULL);
+	assert_header(m, "message-id", "8");
+	msg_unref(m);
+
+	/* A stored block whose last line lacks its newline: that line is not a
+	 * header. */
+	const char *cut = "destination:/q\nmessage-id:1\nx:y";
+	uint32_t len = (uint32_t)strlen(cut);
+	m = msg_restore(&pool, 1, 1, &cut, &len, "", 0);
+	assert_non_null(m);
+	assert_header(m, "message-id", "1");
+	assert_header(m, "x", NULL);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
 int
 main(void)
 {
@@ -224,6 +304,7 @@ main(void)
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_format_u64),
 		cmocka_unit_test(test_clone),
+		cmocka_unit_test(test_header),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
