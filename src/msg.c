@@ -1,8 +1,12 @@
-/* msg.c - building the shared form of a message from a SEND frame.
+/* msg.c - building the shared form of a message from a SEND frame, and the
+ * copies made of it (a durable subscriber's, a dead letter), and reading a
+ * header back from it.
  *
  * One allocation holds the struct, the encoded header block(s) and the body.
  * Most messages have no header byte that needs escaping, and then the 1.0,
- * 1.1 and 1.2 blocks are the same bytes, stored once. */
+ * 1.1 and 1.2 blocks are the same bytes, stored once.  A copy is built from
+ * the blocks, line by line (msg_line_next), not from the frame, which is
+ * gone by then. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -320,6 +324,126 @@ msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
 		c->priority = m->priority;
 		c->expires_ms = m->expires_ms;
 		c->dead = m->dead;
+	}
+	return c;
+}
+
+/* Bytes already encoded for w's version: a line of another block. */
+static void
+put_raw(struct block_writer *w, const char *s, size_t len)
+{
+	if (w->p != NULL) {
+		memcpy(w->p, s, len);
+		w->p += len;
+	}
+	w->len += len;
+}
+
+/* What a dead letter writes itself, formatted once for every block. */
+struct dead_letter {
+	const char *dlq, *reason, *id, *time;
+	size_t dlq_len, reason_len, id_len, time_len;
+};
+
+/* Lines of a message its dead letter leaves out: its destination and id
+ * (replaced), the lifetime it had, an earlier death record. */
+static bool
+dead_letter_drops(const char *line, size_t len)
+{
+	static const struct {
+		const char *name;
+		size_t len;
+	} drop[] = {
+		{ "destination", 11 }, { "message-id", 10 }, { "expires", 7 }, { "expiration", 10 },
+		{ "x-death-reason", 14 }, { "x-original-destination", 22 }, { "x-death-time", 12 },
+	};
+	const char *value;
+	size_t vlen;
+	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+		if (msg_line_is(line, len, drop[i].name, drop[i].len, &value, &vlen))
+			return true;
+	return false;
+}
+
+/* Block w->v of a dead letter, from src: the message's block of that
+ * version, or the one that serves them all.  -1 if src is malformed (a
+ * line without its newline, no message-id line). */
+static int
+write_dead_block(struct block_writer *w, const struct dead_letter *d, const char *src, size_t len)
+{
+	const char *pos = src, *end = src + len, *line, *value, *orig = NULL;
+	size_t n, vlen, orig_len = 0;
+	bool have_id = false;
+	while (msg_line_next(&pos, end, &line, &n)) {
+		if (orig == NULL && msg_line_is(line, n, "destination", 11, &value, &vlen)) {
+			orig = value;
+			orig_len = vlen;
+		} else if (msg_line_is(line, n, "message-id", 10, &value, &vlen)) {
+			have_id = true;
+		}
+	}
+	if (pos != end || !have_id)
+		return -1;
+	put_header(w, "destination", 11, d->dlq, d->dlq_len);
+	put_header(w, "message-id", 10, d->id, d->id_len);
+	put_header(w, "x-death-reason", 14, d->reason, d->reason_len);
+	if (orig != NULL) {
+		put_raw(w, "x-original-destination:", 23);
+		put_raw(w, orig, orig_len);
+		put_raw(w, "\n", 1);
+	}
+	put_header(w, "x-death-time", 12, d->time, d->time_len);
+	for (pos = src; msg_line_next(&pos, end, &line, &n);)
+		if (!dead_letter_drops(line, n))
+			put_raw(w, line, n + 1);
+	return 0;
+}
+
+struct msg *
+msg_dead_letter(struct msg_pool *pool, const struct msg *m, uint64_t id, const char *dlq,
+    size_t dlq_len, const char *reason, uint64_t time_ms)
+{
+	char idtext[24], timetext[24];
+	struct dead_letter d = { .dlq = dlq, .dlq_len = dlq_len, .reason = reason,
+		.reason_len = strlen(reason), .id = idtext, .time = timetext };
+	d.id_len = msg_format_u64(idtext, id);
+	d.time_len = msg_format_u64(timetext, time_ms);
+
+	/* m's one block serves every version only while nothing of ours needs
+	 * escaping either. */
+	int from = msg_nblocks(m), nblocks = from;
+	if (nblocks == 1 && (frame_needs_escape(STOMP_1_2, dlq, dlq_len) ||
+	    frame_needs_escape(STOMP_1_2, reason, d.reason_len)))
+		nblocks = STOMP_VERSIONS;
+	size_t total = 0;
+	for (int v = 0; v < nblocks; v++) {
+		int src = from == 1 ? 0 : v;
+		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1 };
+		if (write_dead_block(&w, &d, m->block[src], m->block_len[src]) < 0)
+			return NULL;
+		total += w.len;
+	}
+	char *buf = malloc(total);
+	if (buf == NULL)
+		return NULL;
+	const char *blocks[STOMP_VERSIONS];
+	uint32_t lens[STOMP_VERSIONS];
+	char *p = buf;
+	for (int v = 0; v < nblocks; v++) {
+		int src = from == 1 ? 0 : v;
+		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
+		write_dead_block(&w, &d, m->block[src], m->block_len[src]);
+		blocks[v] = p;
+		lens[v] = (uint32_t)w.len;
+		p += w.len;
+	}
+	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);
+	free(buf);
+	if (c != NULL) {
+		/* msg_restore left it unqueued, never redelivered, never expiring. */
+		c->persistent = m->persistent;
+		c->priority = m->priority;
+		c->dead = true;
 	}
 	return c;
 }

@@ -94,6 +94,25 @@ struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const c
 /* A copy of m with another id (its message-id header too), for a durable
  * subscription's queue; persistent as m is.  NULL if out of memory. */
 struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
+/* A copy of m for the dead-letter queue dlq (dlq_len bytes) with id id, as
+ * the journal would restore it (msg_restore), the body copied.  Its header
+ * block(s), for every version m has one for, hold in this order:
+ * destination:<dlq>, message-id:<id>, x-death-reason:<reason>,
+ * x-original-destination:<m's destination>, x-death-time:<time_ms>, then
+ * m's other lines in their order, content-length last as it was, without
+ * expires, expiration or an earlier death record (x-death-reason,
+ * x-original-destination, x-death-time): a dead letter does not expire with
+ * the TTL it had and carries one death record.  dlq and reason (a string)
+ * come raw and are escaped per version as msg_new does, a 1.0 block leaving
+ * out what 1.0 cannot carry (then one block for every version becomes one
+ * per version); m's destination is copied from m's block of that version,
+ * already encoded for it (absent from a 1.0 block, it is absent there too).
+ * Persistent and priority as m, dead, no expiry, not redelivered, one
+ * reference.  NULL if out of memory or a block of m is malformed (a line
+ * without its newline, no message-id line).  m is not changed either way:
+ * the caller keeps its reference. */
+struct msg *msg_dead_letter(struct msg_pool *pool, const struct msg *m, uint64_t id,
+    const char *dlq, size_t dlq_len, const char *reason, uint64_t time_ms);
 /* How many distinct header blocks m has (1, or STOMP_VERSIONS). */
 int msg_nblocks(const struct msg *m);
 

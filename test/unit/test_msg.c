@@ -293,6 +293,264 @@ test_header(void **state)
 	msg_pool_drain(&pool);
 }
 
+/* What every dead letter of these tests starts with, after its destination. */
+#define DEATH(reason, orig, time) "message-id:99\nx-death-reason:" reason "\n" \
+	"x-original-destination:" orig "\nx-death-time:" time "\n"
+
+static void
+test_dead_letter_plain(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2,
+	    "SEND\ndestination:/queue/a\nx-k:v\npriority:7\ncontent-type:text/plain\n\n", "hello", 5, 42);
+	const char *before = "destination:/queue/a\nmessage-id:42\nx-k:v\npriority:7\n"
+	    "content-type:text/plain\ncontent-length:5\n";
+	assert_block(m, STOMP_1_2, before);
+	m->persistent = true;
+	m->priority = 7;
+	m->expires_ms = 1700000000000;
+	m->redelivered = true;
+	m->returns = 3;
+	size_t held = pool.live_bytes;
+
+	struct msg *d = msg_dead_letter(&pool, m, 99, "/queue/DLQ", 10, "expired", 1700000000123);
+	assert_non_null(d);
+	assert_int_equal(msg_nblocks(d), 1);
+	assert_block(d, STOMP_1_2, "destination:/queue/DLQ\n"
+	    DEATH("expired", "/queue/a", "1700000000123")
+	    "x-k:v\npriority:7\ncontent-type:text/plain\ncontent-length:5\n");
+	assert_ptr_equal(d->block[STOMP_1_0], d->block[STOMP_1_2]);
+	assert_int_equal(d->refs, 1);
+	assert_int_equal(d->id, 99);
+	assert_true(d->persistent);
+	assert_int_equal(d->priority, 7);
+	assert_true(d->dead);
+	assert_int_equal(d->expires_ms, 0);
+	assert_false(d->redelivered);
+	assert_int_equal(d->returns, 0);
+	assert_false(d->queued);
+	assert_int_equal(d->seg, 0);
+	assert_int_equal(d->body_len, 5);
+	assert_memory_equal(d->body, "hello", 6);
+	assert_ptr_not_equal(d->body, m->body);
+	assert_true(pool.live_bytes > held);
+
+	/* m as it was. */
+	assert_int_equal(m->refs, 1);
+	assert_int_equal(m->id, 42);
+	assert_false(m->dead);
+	assert_int_equal(m->expires_ms, 1700000000000);
+	assert_block(m, STOMP_1_2, before);
+
+	/* Its headers for selectors; a clone keeps it a dead letter. */
+	assert_header(d, "destination", "/queue/DLQ");
+	assert_header(d, "x-original-destination", "/queue/a");
+	assert_header(d, "message-id", "99");
+	struct msg *c = msg_clone(&pool, d, 100);
+	assert_non_null(c);
+	assert_header(c, "message-id", "100");
+	assert_true(c->dead);
+	msg_unref(c);
+
+	/* Its own references. */
+	msg_ref(d);
+	msg_unref(d);
+	assert_int_equal(d->refs, 1);
+	msg_unref(d);
+	assert_int_equal(pool.live_bytes, held);
+
+	/* Not persistent stays so (msg_restore alone would make it persistent). */
+	m->persistent = false;
+	m->priority = 0;
+	d = msg_dead_letter(&pool, m, 99, "q", 1, "", 0);
+	assert_non_null(d);
+	assert_false(d->persistent);
+	assert_int_equal(d->priority, 0);
+	assert_block(d, STOMP_1_0, "destination:q\n" DEATH("", "/queue/a", "0")
+	    "x-k:v\npriority:7\ncontent-type:text/plain\ncontent-length:5\n");
+	msg_unref(d);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_dead_letter_escaped(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	/* 1.2 sender: a destination and a value with a colon, a value with a
+	 * CR, a name with a colon, a value with a newline, one with a
+	 * backslash. */
+	struct msg *m = build(&pool, STOMP_1_2,
+	    "SEND\ndestination:/queue/a\\cb\nk:a\\cb\\rc\nn\\cx:1\nnl:x\\ny\nbs:a\\\\b\n\n", "", 0, 42);
+	assert_int_equal(msg_nblocks(m), STOMP_VERSIONS);
+	struct msg *d = msg_dead_letter(&pool, m, 99, "DLQ.x", 5, "max-redeliveries", 5);
+	assert_non_null(d);
+	assert_int_equal(msg_nblocks(d), STOMP_VERSIONS);
+	/* 1.0: raw, without what it cannot carry. */
+	assert_block(d, STOMP_1_0, "destination:DLQ.x\n" DEATH("max-redeliveries", "/queue/a:b", "5")
+	    "bs:a\\b\ncontent-length:0\n");
+	/* 1.1: \n \c \\ escaped, a CR as it is. */
+	assert_block(d, STOMP_1_1, "destination:DLQ.x\n" DEATH("max-redeliveries", "/queue/a\\cb", "5")
+	    "k:a\\cb\rc\nn\\cx:1\nnl:x\\ny\nbs:a\\\\b\ncontent-length:0\n");
+	/* 1.2: a CR escaped too. */
+	assert_block(d, STOMP_1_2, "destination:DLQ.x\n" DEATH("max-redeliveries", "/queue/a\\cb", "5")
+	    "k:a\\cb\\rc\nn\\cx:1\nnl:x\\ny\nbs:a\\\\b\ncontent-length:0\n");
+	msg_unref(d);
+
+	/* Ours need escaping too; the 1.0 block leaves out a dlq and a reason
+	 * with a newline. */
+	d = msg_dead_letter(&pool, m, 99, "/queue/d\nl:q", 12, "bad\\ x:y\r", 5);
+	assert_non_null(d);
+	assert_block(d, STOMP_1_0, "message-id:99\nx-original-destination:/queue/a:b\nx-death-time:5\n"
+	    "bs:a\\b\ncontent-length:0\n");
+	assert_block(d, STOMP_1_1, "destination:/queue/d\\nl\\cq\n"
+	    DEATH("bad\\\\ x\\cy\r", "/queue/a\\cb", "5")
+	    "k:a\\cb\rc\nn\\cx:1\nnl:x\\ny\nbs:a\\\\b\ncontent-length:0\n");
+	assert_block(d, STOMP_1_2, "destination:/queue/d\\nl\\cq\n"
+	    DEATH("bad\\\\ x\\cy\\r", "/queue/a\\cb", "5")
+	    "k:a\\cb\\rc\nn\\cx:1\nnl:x\\ny\nbs:a\\\\b\ncontent-length:0\n");
+	msg_unref(d);
+	msg_unref(m);
+
+	/* An original destination 1.0 cannot carry: no x-original-destination
+	 * there either. */
+	m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\\nb\nx:1\n\n", "z", 1, 42);
+	d = msg_dead_letter(&pool, m, 99, "DLQ", 3, "expired", 5);
+	assert_non_null(d);
+	assert_block(d, STOMP_1_0, "destination:DLQ\nmessage-id:99\nx-death-reason:expired\n"
+	    "x-death-time:5\nx:1\ncontent-length:1\n");
+	assert_block(d, STOMP_1_2, "destination:DLQ\n" DEATH("expired", "/queue/a\\nb", "5")
+	    "x:1\ncontent-length:1\n");
+	assert_header(d, "x-original-destination", NULL);
+	msg_unref(d);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_dead_letter_dlq_escaped(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nx:1\n\n", "", 0, 42);
+	assert_int_equal(msg_nblocks(m), 1);
+	/* m has one block; the dead letter needs one per version. */
+	struct msg *d = msg_dead_letter(&pool, m, 99, "/queue/dead:let\\ters\r", 21, "expired", 5);
+	assert_non_null(d);
+	assert_int_equal(msg_nblocks(d), STOMP_VERSIONS);
+	const char *rest = DEATH("expired", "/queue/a", "5") "x:1\ncontent-length:0\n";
+	char want[256];
+	/* 1.0 cannot carry the CR: no destination line. */
+	assert_block(d, STOMP_1_0, rest);
+	snprintf(want, sizeof(want), "destination:/queue/dead\\clet\\\\ters\r\n%s", rest);
+	assert_block(d, STOMP_1_1, want);
+	snprintf(want, sizeof(want), "destination:/queue/dead\\clet\\\\ters\\r\n%s", rest);
+	assert_block(d, STOMP_1_2, want);
+	msg_unref(d);
+
+	/* A colon alone: 1.0 carries it raw. */
+	d = msg_dead_letter(&pool, m, 99, "/queue/dead:letters", 19, "expired", 5);
+	assert_non_null(d);
+	snprintf(want, sizeof(want), "destination:/queue/dead:letters\n%s", rest);
+	assert_block(d, STOMP_1_0, want);
+	snprintf(want, sizeof(want), "destination:/queue/dead\\cletters\n%s", rest);
+	assert_block(d, STOMP_1_1, want);
+	assert_block(d, STOMP_1_2, want);
+	assert_header(d, "destination", "/queue/dead:letters");
+	msg_unref(d);
+
+	/* So does a reason that needs escaping. */
+	d = msg_dead_letter(&pool, m, 99, "DLQ", 3, "a:b", 5);
+	assert_non_null(d);
+	assert_int_equal(msg_nblocks(d), STOMP_VERSIONS);
+	assert_block(d, STOMP_1_0, "destination:DLQ\n" DEATH("a:b", "/queue/a", "5")
+	    "x:1\ncontent-length:0\n");
+	assert_block(d, STOMP_1_2, "destination:DLQ\n" DEATH("a\\cb", "/queue/a", "5")
+	    "x:1\ncontent-length:0\n");
+	msg_unref(d);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_dead_letter_drops(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2,
+	    "SEND\ndestination:/queue/a\nexpires:100\nx-a:1\nexpiration:200\nx-death-reason:old\n"
+	    "x-a:2\nx-original-destination:/queue/older\nx-death-time:1\nexpire:keep\nexpiresx:keep\n"
+	    "x-death:keep\nx-b:3\nexpires:101\nx-a:3\n\n", "body", 4, 42);
+	struct msg *d = msg_dead_letter(&pool, m, 99, "DLQ", 3, "expired", 77);
+	assert_non_null(d);
+	const char *want = "destination:DLQ\n" DEATH("expired", "/queue/a", "77")
+	    "x-a:1\nx-a:2\nexpire:keep\nexpiresx:keep\nx-death:keep\nx-b:3\nx-a:3\ncontent-length:4\n";
+	assert_block(d, STOMP_1_2, want);
+	assert_header(d, "x-a", "1");
+	assert_header(d, "expires", NULL);
+
+	/* Dead-lettered again: still one death record, the newest. */
+	struct msg *d2 = msg_dead_letter(&pool, d, 99, "DLQ2", 4, "max-redeliveries", 78);
+	assert_non_null(d2);
+	assert_block(d2, STOMP_1_2, "destination:DLQ2\n" DEATH("max-redeliveries", "DLQ", "78")
+	    "x-a:1\nx-a:2\nexpire:keep\nexpiresx:keep\nx-death:keep\nx-b:3\nx-a:3\ncontent-length:4\n");
+	assert_memory_equal(d2->body, "body", 5);
+	msg_unref(d2);
+	msg_unref(d);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_dead_letter_malformed(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	const char *good = "destination:/q\nmessage-id:1\ncontent-length:0\n";
+	const char *bad[] = {
+		"destination:/q\ncontent-length:0\n",         /* no message-id line */
+		"destination:/q\nmessage-id:1\ncontent-length:0", /* last line cut short */
+	};
+	for (int i = 0; i < 2; i++) {
+		/* Bad as the one block, or as the 1.2 block only. */
+		const char *one[] = { bad[i] }, *three[] = { good, good, bad[i] };
+		uint32_t one_len[] = { (uint32_t)strlen(bad[i]) },
+			 three_len[] = { (uint32_t)strlen(good), (uint32_t)strlen(good),
+				 (uint32_t)strlen(bad[i]) };
+		struct msg *m = msg_restore(&pool, 1, 1, one, one_len, "", 0);
+		assert_non_null(m);
+		size_t held = pool.live_bytes;
+		assert_null(msg_dead_letter(&pool, m, 2, "DLQ", 3, "expired", 5));
+		assert_int_equal(pool.live_bytes, held);
+		msg_unref(m);
+		m = msg_restore(&pool, 1, STOMP_VERSIONS, three, three_len, "", 0);
+		assert_non_null(m);
+		assert_null(msg_dead_letter(&pool, m, 2, "DLQ", 3, "expired", 5));
+		msg_unref(m);
+	}
+	/* The good one, as the journal gives it back. */
+	uint32_t len = (uint32_t)strlen(good);
+	struct msg *m = msg_restore(&pool, 1, 1, &good, &len, "", 0);
+	struct msg *d = msg_dead_letter(&pool, m, 99, "DLQ", 3, "expired", 5);
+	assert_non_null(d);
+	assert_block(d, STOMP_1_2, "destination:DLQ\n" DEATH("expired", "/q", "5") "content-length:0\n");
+	msg_unref(d);
+	msg_unref(m);
+	assert_int_equal(pool.live_bytes, 0);
+	msg_pool_drain(&pool);
+}
+
 int
 main(void)
 {
@@ -305,6 +563,11 @@ main(void)
 		cmocka_unit_test(test_format_u64),
 		cmocka_unit_test(test_clone),
 		cmocka_unit_test(test_header),
+		cmocka_unit_test(test_dead_letter_plain),
+		cmocka_unit_test(test_dead_letter_escaped),
+		cmocka_unit_test(test_dead_letter_dlq_escaped),
+		cmocka_unit_test(test_dead_letter_drops),
+		cmocka_unit_test(test_dead_letter_malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
