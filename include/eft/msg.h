@@ -92,7 +92,8 @@ msg_ref(struct msg *m)
 struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
     const uint32_t *block_lens, const char *body, size_t body_len);
 /* A copy of m with another id (its message-id header too), for a durable
- * subscription's queue; persistent as m is.  NULL if out of memory. */
+ * subscription's queue; persistent as m is.  NULL if out of memory or a
+ * block of m has no message-id line. */
 struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
 /* A copy of m for the dead-letter queue dlq (dlq_len bytes) with id id, as
  * the journal would restore it (msg_restore), the body copied.  Its header
@@ -158,8 +159,9 @@ msg_line_is(const char *line, size_t len, const char *name, size_t nlen, const c
  * into the block and lives as long as m.  The block holds the destination,
  * message-id, the sender's headers and content-length; a header 1.0 cannot
  * carry (a newline or CR in its value; a ':', newline or CR in its name) is
- * not in it, and is not found, nor is a destination with a newline.  False
- * if absent.  Per delivery for selectors: one pass, no allocation. */
+ * not in it, and is not found, nor is a destination with a newline; a name
+ * asked for with a ':' in it is never found.  False if absent.  Per
+ * delivery for selectors: one pass, no allocation. */
 bool msg_header(const struct msg *m, const char *name, size_t len, const char **value,
     size_t *vlen);
 
