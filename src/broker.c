@@ -17,7 +17,9 @@
 #include "eft/conn.h"
 #include "eft/http.h"
 #include "eft/listener.h"
+#include "eft/lifetime.h"
 #include "eft/log.h"
+#include "eft/policy.h"
 #include "eft/store.h"
 #include "eft/tls.h"
 
@@ -52,8 +54,8 @@ broker_flush_remove(struct broker *b, struct conn *c)
 	c->in_flush = false;
 }
 
-static uint64_t
-now_ms(const struct broker *b)
+uint64_t
+broker_now_ms(const struct broker *b)
 {
 	struct timeval tv;
 	event_base_gettimeofday_cached(b->base, &tv);
@@ -65,7 +67,7 @@ broker_commit(struct broker *b)
 {
 	if (b->store == NULL)
 		return true;
-	if (store_commit(b->store, now_ms(b), b->next_msg_id) == 0) {
+	if (store_commit(b->store, broker_now_ms(b), b->next_msg_id) == 0) {
 		b->commits++;
 		return true;
 	}
@@ -157,9 +159,11 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 bool
 broker_queue_full(const struct broker *b, const struct dest *d)
 {
-	const struct config *cfg = b->cfg;
-	return (cfg->max_queue_messages && dest_depth(d) >= cfg->max_queue_messages) ||
-	    (cfg->max_queue_bytes && dest_bytes(d) >= cfg->max_queue_bytes);
+	(void)b;
+	const struct dest_policy *p = dest_policy(d);
+	return p->overflow == OVERFLOW_BLOCK &&
+	    ((p->max_queue_messages && dest_depth(d) >= p->max_queue_messages) ||
+	    (p->max_queue_bytes && dest_bytes(d) >= p->max_queue_bytes));
 }
 
 bool
@@ -209,8 +213,8 @@ may_resume(const struct broker *b, const struct conn *c)
 	 * the next SEND to a still-full queue pauses again. */
 	if (d == NULL || c->paused_gen != b->dests.freed)
 		return true;
-	return below(dest_depth(d), b->cfg->max_queue_messages) &&
-	    below(dest_bytes(d), b->cfg->max_queue_bytes);
+	const struct dest_policy *p = dest_policy(d);
+	return below(dest_depth(d), p->max_queue_messages) && below(dest_bytes(d), p->max_queue_bytes);
 }
 
 size_t
@@ -291,7 +295,7 @@ store_tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct broker *b = arg;
 	if (!store_failing(b->store)) {
-		if (store_tick(b->store, now_ms(b)) != 0)
+		if (store_tick(b->store, broker_now_ms(b)) != 0)
 			broker_commit(b); /* logs the alarm */
 		return;
 	}
@@ -441,7 +445,8 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
 	b->paused_ev = evtimer_new(base, paused_cb, b);
 	b->stop_ev = evtimer_new(base, stop_timeout_cb, b);
-	if (b->flush_ev == NULL || b->paused_ev == NULL || b->stop_ev == NULL) {
+	if (b->flush_ev == NULL || b->paused_ev == NULL || b->stop_ev == NULL ||
+	    lifetime_start(b) != 0) {
 		broker_free(b);
 		return NULL;
 	}
@@ -470,6 +475,8 @@ broker_free(struct broker *b)
 		event_free(b->stop_ev);
 	if (b->store_ev)
 		event_free(b->store_ev);
+	if (b->expiry_ev)
+		event_free(b->expiry_ev);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 	tls_server_free(b->tls);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,8 @@
 
 #include "eft/config.h"
 
-enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_LISTEN, T_TLS_VERSION,
-	T_STRING, T_WS_FRAME, T_FSYNC };
+enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_U64, T_LISTEN,
+	T_TLS_VERSION, T_STRING, T_WS_FRAME, T_FSYNC, T_OVERFLOW, T_QUEUE, T_POLICY };
 
 struct key_def {
 	const char *name;
@@ -44,8 +45,16 @@ static const struct key_def keys[CFG_NKEYS] = {
 	SIZE_KEY(CFG_OUTPUT_HIGH_WATER, "output-high-water", output_high_water, 4096, 1ull << 30),
 	SIZE_KEY(CFG_MAX_OUTPUT, "max-output", max_output, 64u << 10, 1ull << 40),
 	SIZE_KEY(CFG_MESSAGE_CACHE, "message-cache", message_cache, 0, 1ull << 40),
-	SIZE_KEY(CFG_MAX_QUEUE_MESSAGES, "max-queue-messages", max_queue_messages, 0, 1ull << 40),
-	SIZE_KEY(CFG_MAX_QUEUE_BYTES, "max-queue-bytes", max_queue_bytes, 0, 1ull << 50),
+	SIZE_KEY(CFG_MAX_QUEUE_MESSAGES, "max-queue-messages", policy.max_queue_messages, 0,
+	    1ull << 40),
+	SIZE_KEY(CFG_MAX_QUEUE_BYTES, "max-queue-bytes", policy.max_queue_bytes, 0, 1ull << 50),
+	KEY(CFG_QUEUE_OVERFLOW, "queue-overflow", T_OVERFLOW, policy.overflow, 0, 0, false),
+	KEY(CFG_MESSAGE_TTL, "message-ttl", T_U64, policy.message_ttl_ms, 0,
+	    10ull * 366 * 86400 * 1000, false),
+	UINT_KEY(CFG_MAX_REDELIVERIES, "max-redeliveries", policy.max_redeliveries, 0, 1000000),
+	KEY(CFG_DEAD_LETTER_QUEUE, "dead-letter-queue", T_QUEUE, policy.dead_letter_queue, 0, 0,
+	    false),
+	KEY(CFG_POLICY, "policy", T_POLICY, policies, 0, 0, true),
 	SIZE_KEY(CFG_MAX_MEMORY, "max-memory", max_memory, 0, 1ull << 50),
 	SIZE_KEY(CFG_MAX_BODY_SIZE, "max-body-size", max_body_size, 0, 1ull << 30),
 	SIZE_KEY(CFG_MAX_SUBSCRIPTIONS, "max-subscriptions", max_subscriptions, 1, 10000000),
@@ -101,8 +110,7 @@ config_defaults(struct config *cfg)
 	cfg->max_subscriptions = 1000;
 	cfg->max_connections = 0;
 	cfg->max_output = 64u << 20;
-	cfg->max_queue_messages = 10000000;
-	cfg->max_queue_bytes = 0;
+	cfg->policy.max_queue_messages = 10000000;
 	cfg->max_memory = 0;
 	cfg->connect_timeout_ms = 10000;
 	cfg->frame_timeout_ms = 30000;
@@ -224,6 +232,21 @@ parse_listen(const char *value, struct config_listen *out, char *err, size_t err
 	return 0;
 }
 
+static int set_policy(struct config *cfg, const char *value, char *err, size_t errlen);
+
+/* A dead-letter queue: /queue/NAME, no wildcards, nothing a name cannot hold. */
+static bool
+queue_name_ok(const char *value)
+{
+	size_t n = strlen(value);
+	if (strncmp(value, "/queue/", 7) != 0 || n == 7 || n >= POLICY_NAME_MAX)
+		return false;
+	for (const char *p = value; *p != '\0'; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '*' || *p == '>')
+			return false;
+	return true;
+}
+
 /* Parse value into the field of key k; -1 with a reason. */
 static int
 set_value(struct config *cfg, const struct key_def *k, const char *value, char *err, size_t errlen)
@@ -308,8 +331,29 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 			return -1;
 		cfg->nlisten++;
 		return 0;
+	case T_OVERFLOW:
+		if (strcmp(value, "block") == 0)
+			*(enum queue_overflow *)field = OVERFLOW_BLOCK;
+		else if (strcmp(value, "drop-head") == 0)
+			*(enum queue_overflow *)field = OVERFLOW_DROP_HEAD;
+		else {
+			snprintf(err, errlen, "%s: '%s' is not block or drop-head", k->name, value);
+			return -1;
+		}
+		return 0;
+	case T_QUEUE:
+		if (value[0] != '\0' && !queue_name_ok(value)) {
+			snprintf(err, errlen, "%s: '%s' is not a queue name (/queue/NAME, no spaces "
+			    "or wildcards, under %d bytes)", k->name, value, POLICY_NAME_MAX);
+			return -1;
+		}
+		snprintf(field, POLICY_NAME_MAX, "%s", value);
+		return 0;
+	case T_POLICY:
+		return set_policy(cfg, value, err, errlen);
 	case T_SIZE:
 	case T_UINT:
+	case T_U64:
 		if (parse_size(value, k->min, k->max, &n) != 0) {
 			snprintf(err, errlen, "%s: '%s' is not a number from %llu to %llu", k->name,
 			    value, (unsigned long long)k->min, (unsigned long long)k->max);
@@ -317,11 +361,100 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 		}
 		if (k->type == T_UINT)
 			*(unsigned *)field = (unsigned)n;
+		else if (k->type == T_U64)
+			*(uint64_t *)field = n;
 		else
 			*(size_t *)field = (size_t)n;
 		return 0;
 	}
 	return -1;
+}
+
+/* The keys a policy line may give, in enum order from CFG_MAX_QUEUE_MESSAGES. */
+#define POLICY_FIRST CFG_MAX_QUEUE_MESSAGES
+#define POLICY_LAST CFG_DEAD_LETTER_QUEUE
+
+/* PATTERN key=value ...: each value parsed as the global key's, into a
+ * scratch config, then copied to the line's own policy. */
+static int
+set_policy(struct config *cfg, const char *value, char *err, size_t errlen)
+{
+	char words[1024];
+	if (strlen(value) >= sizeof(words)) {
+		snprintf(err, errlen, "policy: line too long");
+		return -1;
+	}
+	if (cfg->npolicies == CONFIG_MAX_POLICIES) {
+		snprintf(err, errlen, "policy: at most %d policies", CONFIG_MAX_POLICIES);
+		return -1;
+	}
+	snprintf(words, sizeof(words), "%s", value);
+	char *save = NULL, *pattern = strtok_r(words, " \t", &save);
+	const char *why = pattern ? policy_pattern_check(pattern) : "it names no pattern";
+	if (why != NULL) {
+		snprintf(err, errlen, "policy: '%s': %s", pattern ? pattern : "", why);
+		return -1;
+	}
+	struct config *scratch = malloc(sizeof(*scratch));
+	if (scratch == NULL) {
+		snprintf(err, errlen, "policy: out of memory");
+		return -1;
+	}
+	struct config_policy pol = { 0 };
+	snprintf(pol.pattern, sizeof(pol.pattern), "%s", pattern);
+	int rc = 0;
+	for (char *w; rc == 0 && (w = strtok_r(NULL, " \t", &save)) != NULL;) {
+		char *eq = strchr(w, '=');
+		int i = eq ? (*eq = '\0', find_key(w)) : -1;
+		if (eq == NULL) {
+			snprintf(err, errlen, "policy %s: '%s' is not key=value", pol.pattern, w);
+			rc = -1;
+		} else if (i < POLICY_FIRST || i > POLICY_LAST) {
+			snprintf(err, errlen, "policy %s: '%s' is not a setting a policy may give "
+			    "(max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
+			    "max-redeliveries, dead-letter-queue)", pol.pattern, w);
+			rc = -1;
+		} else if (pol.set & (1u << (i - POLICY_FIRST))) {
+			snprintf(err, errlen, "policy %s: '%s' is given twice", pol.pattern, w);
+			rc = -1;
+		} else if ((rc = set_value(scratch, &keys[i], eq + 1, err, errlen)) == 0) {
+			size_t at = keys[i].offset - offsetof(struct config, policy);
+			memcpy((char *)&pol.values + at, (char *)scratch + keys[i].offset, keys[i].size);
+			pol.set |= 1u << (i - POLICY_FIRST);
+		}
+	}
+	free(scratch);
+	if (rc == 0 && pol.set == 0) {
+		snprintf(err, errlen, "policy %s: give at least one key=value", pol.pattern);
+		rc = -1;
+	}
+	if (rc == 0)
+		cfg->policies[cfg->npolicies++] = pol;
+	return rc;
+}
+
+/* The keys a policy line did not give come from the globals. */
+static void
+complete_policies(struct config *cfg)
+{
+	for (size_t p = 0; p < cfg->npolicies; p++) {
+		struct config_policy *pol = &cfg->policies[p];
+		for (int i = POLICY_FIRST; i <= POLICY_LAST; i++) {
+			if (pol->set & (1u << (i - POLICY_FIRST)))
+				continue;
+			size_t at = keys[i].offset - offsetof(struct config, policy);
+			memcpy((char *)&pol->values + at, (char *)cfg + keys[i].offset, keys[i].size);
+		}
+	}
+}
+
+const struct dest_policy *
+config_policy(const struct config *cfg, const char *name, size_t len)
+{
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		if (policy_match(cfg->policies[i].pattern, name, len))
+			return &cfg->policies[i].values;
+	return &cfg->policy;
 }
 
 int
@@ -590,5 +723,6 @@ config_check(struct config *cfg, char *err, size_t errlen)
 	if (check_pair(cfg, CFG_OUTPUT_HIGH_WATER, cfg->max_output - 1, CFG_MAX_OUTPUT,
 	    "not below", "", cfg->max_output / 2, err, errlen) != 0)
 		return -1;
+	complete_policies(cfg);
 	return 0;
 }

@@ -1,11 +1,10 @@
-/* dest.c - destinations by name, the queue ring, and handing messages to
- * subscribers.
+/* dest.c - destinations by name, the queues' priority lists, the expiry
+ * heap, and handing messages to subscribers (see dest.h).
  *
- * A queue's ring always has room for its queued messages, every message it
- * handed out that is not yet acknowledged, and what a COMMIT reserved
- * (count + out + reserved <= cap): the room is made when a message is
- * published, when failing is still harmless, so that a message given back
- * (NACK, a subscriber gone) is never lost for want of memory. */
+ * Plain traffic (one priority, no selector, no expiry) costs what a ring
+ * did: a push at the tail, a pop at the head, and a ready subscriber taken
+ * in turn.  Priorities add a bit test, expiry a heap entry per expiring
+ * message, and selectors a bounded look along the queue. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,20 +13,21 @@
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/msg.h"
+#include "eft/policy.h"
 #include "eft/sub.h"
 
-/* A queued message; redelivered marks one a consumer had before. */
-struct qentry {
-	struct msg *msg;
-	bool redelivered;
-};
-
+/* A queue's messages: one list per priority, linked through the messages,
+ * and a bit per priority that has any, so the next one is found with one
+ * instruction. */
 struct msgq {
-	struct qentry *e;
-	size_t head, count, cap;
-	size_t out;      /* handed out, not yet acknowledged: room is kept for them */
-	size_t reserved; /* room promised to a COMMIT being applied */
-	size_t bytes;    /* message memory queued */
+	struct {
+		struct msg *head, *tail;
+		size_t count;
+	} level[MSG_PRIORITIES];
+	unsigned nonempty;       /* bit p: level[p] has messages */
+	size_t count;
+	size_t bytes;            /* message memory queued */
+	size_t out;              /* handed out, not yet acknowledged */
 };
 
 struct dest {
@@ -35,10 +35,18 @@ struct dest {
 	char *name;
 	size_t name_len;
 	enum dest_kind kind;
+	struct dests *owner;
+	const struct dest_policy *policy;
 	struct msgq q;                        /* queues only */
+	size_t holds;                         /* COMMITs being applied to it */
+	uint64_t pops;                        /* messages taken off the queue, ever */
 	struct sub *subs;                     /* every subscription, linked by dest_next */
 	size_t nsubs;
+	size_t nselective;                    /* ... of them with a selector */
 	struct sub *ready_head, *ready_tail;  /* queues: who may take a message now, in turn */
+	struct sub *starved_head, *starved_tail; /* queues: selectors that matched nothing */
+	size_t nstarved_part;                 /* ... of them that saw only part of the queue */
+	uint64_t part_checked;                /* pops when those were last looked at again */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
@@ -46,68 +54,216 @@ struct dest {
 	uint64_t published;                   /* messages published to it (the admin API) */
 };
 
-/* ---- the ring ---- */
+static const struct dest_policy default_policy; /* no limits, nothing expires, no DLQ */
 
-/* Room for `extra` more than what is queued and handed out. */
-static int
-msgq_reserve(struct msgq *q, size_t extra)
+static const char *const death_names[DEATH_COUNT] = {
+	[DEATH_EXPIRED] = "expired",
+	[DEATH_REJECTED] = "rejected",
+	[DEATH_MAX_REDELIVERIES] = "max-redeliveries",
+	[DEATH_OVERFLOW] = "overflow",
+};
+
+const char *
+dest_death_name(enum dest_death why)
 {
-	size_t need = q->count + q->out + q->reserved + extra;
-	if (need <= q->cap)
-		return 0;
-	size_t cap = q->cap ? q->cap : 16;
-	while (cap < need)
-		cap *= 2;
-	struct qentry *e = malloc(cap * sizeof(*e));
-	if (e == NULL)
-		return -1;
-	for (size_t i = 0; i < q->count; i++)
-		e[i] = q->e[(q->head + i) % q->cap];
-	free(q->e);
-	q->e = e;
-	q->head = 0;
-	q->cap = cap;
-	return 0;
+	return why < DEATH_COUNT ? death_names[why] : "?";
 }
 
-/* The caller made room (msgq_reserve). */
+/* ---- the expiry heap (in struct dests): a binary min-heap by time; each
+ * message knows its slot, so it leaves in O(log n) when it is taken ---- */
+
 static void
-msgq_push_back(struct msgq *q, struct msg *m, bool redelivered)
+heap_set(struct dests *t, size_t i, struct dest_expiry e)
 {
-	q->e[(q->head + q->count) % q->cap] = (struct qentry){ m, redelivered };
-	q->count++;
-	q->bytes += m->size;
+	t->expiry[i] = e;
+	e.msg->expiry_slot = (uint32_t)i + 1;
 }
 
 static void
-msgq_push_front(struct msgq *q, struct msg *m, bool redelivered)
+heap_up(struct dests *t, size_t i)
 {
-	q->head = (q->head + q->cap - 1) % q->cap;
-	q->e[q->head] = (struct qentry){ m, redelivered };
-	q->count++;
-	q->bytes += m->size;
+	struct dest_expiry e = t->expiry[i];
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (t->expiry[parent].at <= e.at)
+			break;
+		heap_set(t, i, t->expiry[parent]);
+		i = parent;
+	}
+	heap_set(t, i, e);
 }
 
-static bool
-msgq_pop(struct msgq *q, struct qentry *out)
+static void
+heap_down(struct dests *t, size_t i)
 {
-	if (q->count == 0)
-		return false;
-	*out = q->e[q->head];
-	q->head = (q->head + 1) % q->cap;
+	struct dest_expiry e = t->expiry[i];
+	for (;;) {
+		size_t child = 2 * i + 1;
+		if (child >= t->nexpiry)
+			break;
+		if (child + 1 < t->nexpiry && t->expiry[child + 1].at < t->expiry[child].at)
+			child++;
+		if (t->expiry[child].at >= e.at)
+			break;
+		heap_set(t, i, t->expiry[child]);
+		i = child;
+	}
+	heap_set(t, i, e);
+}
+
+/* Out of memory only costs promptness: the message still dies when it
+ * reaches the head of its queue. */
+static void
+heap_add(struct dests *t, struct dest *d, struct msg *m)
+{
+	if (t->nexpiry == t->expiry_cap) {
+		size_t cap = t->expiry_cap ? t->expiry_cap * 2 : 64;
+		struct dest_expiry *e = cap < UINT32_MAX ? realloc(t->expiry, cap * sizeof(*e)) : NULL;
+		if (e == NULL) {
+			log_error("out of memory: message %llu of %s expires only at the head of its "
+			    "queue", (unsigned long long)m->id, d->name);
+			return;
+		}
+		t->expiry = e;
+		t->expiry_cap = cap;
+	}
+	t->expiry[t->nexpiry] = (struct dest_expiry){ m->expires_ms, m, d };
+	heap_up(t, t->nexpiry++);
+}
+
+static void
+heap_remove(struct dests *t, struct msg *m)
+{
+	size_t i = m->expiry_slot - 1;
+	m->expiry_slot = 0;
+	if (--t->nexpiry == i)
+		return;
+	struct dest_expiry last = t->expiry[t->nexpiry];
+	heap_set(t, i, last);
+	if (i > 0 && t->expiry[(i - 1) / 2].at > last.at)
+		heap_up(t, i);
+	else
+		heap_down(t, i);
+}
+
+/* ---- the lists ---- */
+
+static inline void
+q_push_back(struct dest *d, struct msg *m)
+{
+	struct msgq *q = &d->q;
+	unsigned p = m->priority;
+	m->qnext = NULL;
+	m->qprev = q->level[p].tail;
+	if (q->level[p].tail)
+		q->level[p].tail->qnext = m;
+	else
+		q->level[p].head = m;
+	q->level[p].tail = m;
+	q->level[p].count++;
+	q->nonempty |= 1u << p;
+	q->count++;
+	q->bytes += m->size;
+	m->queued = true;
+	if (m->expires_ms != 0)
+		heap_add(d->owner, d, m);
+}
+
+static void
+q_push_front(struct dest *d, struct msg *m)
+{
+	struct msgq *q = &d->q;
+	unsigned p = m->priority;
+	m->qprev = NULL;
+	m->qnext = q->level[p].head;
+	if (q->level[p].head)
+		q->level[p].head->qprev = m;
+	else
+		q->level[p].tail = m;
+	q->level[p].head = m;
+	q->level[p].count++;
+	q->nonempty |= 1u << p;
+	q->count++;
+	q->bytes += m->size;
+	m->queued = true;
+	if (m->expires_ms != 0)
+		heap_add(d->owner, d, m);
+}
+
+/* Take m off the queue; the caller has its reference. */
+static inline void
+q_take(struct dest *d, struct msg *m)
+{
+	struct msgq *q = &d->q;
+	unsigned p = m->priority;
+	if (m->qprev)
+		m->qprev->qnext = m->qnext;
+	else
+		q->level[p].head = m->qnext;
+	if (m->qnext)
+		m->qnext->qprev = m->qprev;
+	else
+		q->level[p].tail = m->qprev;
+	if (--q->level[p].count == 0)
+		q->nonempty &= ~(1u << p);
+	m->qprev = m->qnext = NULL;
+	m->queued = false;
 	q->count--;
-	q->bytes -= out->msg->size;
-	return true;
+	q->bytes -= m->size;
+	d->pops++;
+	if (m->expiry_slot != 0)
+		heap_remove(d->owner, m);
+}
+
+/* The next message to hand out: the oldest of the highest priority. */
+static inline struct msg *
+q_first(const struct msgq *q)
+{
+	return q->nonempty ? q->level[31 - __builtin_clz(q->nonempty)].head : NULL;
+}
+
+/* The one after m in that order. */
+static struct msg *
+q_next(const struct msgq *q, const struct msg *m)
+{
+	if (m->qnext != NULL)
+		return m->qnext;
+	unsigned below = q->nonempty & ((1u << m->priority) - 1);
+	return below ? q->level[31 - __builtin_clz(below)].head : NULL;
+}
+
+/* What overflow pushes out: the oldest of the lowest priority. */
+static struct msg *
+q_least(const struct msgq *q)
+{
+	return q->nonempty ? q->level[__builtin_ctz(q->nonempty)].head : NULL;
 }
 
 static void
-msgq_free(struct msgq *q)
+die(struct dest *d, struct msg *m, enum dest_death why)
 {
-	struct qentry e;
-	while (msgq_pop(q, &e))
-		msg_unref(e.msg);
-	free(q->e);
-	memset(q, 0, sizeof(*q));
+	struct dests *t = d->owner;
+	if (t->hooks.dead != NULL)
+		t->hooks.dead(t->hooks.arg, d, m, why);
+	else
+		msg_unref(m);
+}
+
+static inline bool
+expired(const struct dest *d, const struct msg *m)
+{
+	const struct dests *t = d->owner;
+	return t->hooks.now_ms != NULL && m->expires_ms <= t->hooks.now_ms(t->hooks.arg);
+}
+
+static void
+q_free(struct dest *d)
+{
+	struct msg *m;
+	while ((m = q_first(&d->q)) != NULL) {
+		q_take(d, m);
+		msg_unref(m);
+	}
 }
 
 /* ---- the table ---- */
@@ -138,6 +294,8 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->name[len] = '\0';
 	d->name_len = len;
 	d->kind = kind;
+	d->owner = t;
+	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
@@ -154,7 +312,7 @@ dest_free(struct dests *t, struct dest *d)
 		dest_unbind(d);
 	while (d->nfeeds > 0)
 		dest_unbind(d->feeds[0]);
-	msgq_free(&d->q);
+	q_free(d);
 	free(d->feeds);
 	free(d->name);
 	free(d);
@@ -163,7 +321,7 @@ dest_free(struct dests *t, struct dest *d)
 void
 dests_release(struct dests *t, struct dest *d)
 {
-	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->q.reserved > 0 || d->temp != NULL ||
+	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->holds > 0 || d->temp != NULL ||
 	    d->fed_by != NULL || d->nfeeds > 0)
 		return;
 	log_debug("destination %s removed", d->name);
@@ -184,6 +342,9 @@ dests_free(struct dests *t)
 	HASH_ITER(hh, t->by_name, d, tmp) {
 		dest_free(t, d);
 	}
+	free(t->expiry);
+	t->expiry = NULL;
+	t->nexpiry = t->expiry_cap = 0;
 }
 
 void
@@ -255,6 +416,27 @@ dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg)
 		fn(d, arg);
 }
 
+size_t
+dests_expire(struct dests *t, uint64_t now, size_t budget)
+{
+	size_t n = 0;
+	while (n < budget && t->nexpiry > 0 && t->expiry[0].at <= now) {
+		struct dest *d = t->expiry[0].dest;
+		struct msg *m = t->expiry[0].msg;
+		q_take(d, m); /* and off the heap */
+		die(d, m, DEATH_EXPIRED);
+		dests_release(t, d);
+		n++;
+	}
+	return n;
+}
+
+uint64_t
+dests_next_expiry(const struct dests *t)
+{
+	return t->nexpiry > 0 ? t->expiry[0].at : 0;
+}
+
 /* ---- one destination ---- */
 
 const char *
@@ -323,6 +505,20 @@ dest_set_temp(struct dest *d, struct temp *t)
 	d->temp = t;
 }
 
+const struct dest_policy *
+dest_policy(const struct dest *d)
+{
+	return d->policy;
+}
+
+size_t
+dest_by_priority(const struct dest *d, unsigned priority)
+{
+	return priority < MSG_PRIORITIES ? d->q.level[priority].count : 0;
+}
+
+/* ---- subscribers ---- */
+
 void
 dest_sub_add(struct dest *d, struct sub *s)
 {
@@ -332,12 +528,65 @@ dest_sub_add(struct dest *d, struct sub *s)
 		d->subs->dest_prev = s;
 	d->subs = s;
 	d->nsubs++;
+	d->nselective += s->selector != NULL;
+}
+
+static void
+starved_remove(struct dest *d, struct sub *s)
+{
+	if (!s->starved)
+		return;
+	if (s->starved_prev)
+		s->starved_prev->starved_next = s->starved_next;
+	else
+		d->starved_head = s->starved_next;
+	if (s->starved_next)
+		s->starved_next->starved_prev = s->starved_prev;
+	else
+		d->starved_tail = s->starved_prev;
+	s->starved_prev = s->starved_next = NULL;
+	d->nstarved_part -= s->scanned_part;
+	s->starved = false;
+}
+
+static void
+starved_append(struct dest *d, struct sub *s)
+{
+	s->starved = true;
+	s->starved_next = NULL;
+	s->starved_prev = d->starved_tail;
+	if (d->starved_tail)
+		d->starved_tail->starved_next = s;
+	else
+		d->starved_head = s;
+	d->starved_tail = s;
+	d->nstarved_part += s->scanned_part;
+}
+
+/* s's selector matched nothing it looked at: off the ready list, it is
+ * offered new messages as they come instead of looking again. */
+static void
+starve(struct dest *d, struct sub *s, bool part)
+{
+	s->missed = false;
+	s->scanned_part = part;
+	s->scan_pops = d->pops;
+	starved_append(d, s);
+}
+
+/* Is there anything new for a starved subscriber to look at: a match came
+ * while it was full, or the front of a long queue has moved on. */
+static bool
+worth_rescan(const struct dest *d, const struct sub *s)
+{
+	return s->missed || (s->scanned_part && d->pops - s->scan_pops >= DEST_SELECTOR_WINDOW / 2);
 }
 
 void
 dest_sub_remove(struct dest *d, struct sub *s)
 {
 	dest_ready_remove(d, s);
+	starved_remove(d, s);
 	if (s->dest_prev)
 		s->dest_prev->dest_next = s->dest_next;
 	else
@@ -346,6 +595,7 @@ dest_sub_remove(struct dest *d, struct sub *s)
 		s->dest_next->dest_prev = s->dest_prev;
 	s->dest_prev = s->dest_next = NULL;
 	d->nsubs--;
+	d->nselective -= s->selector != NULL;
 }
 
 void
@@ -353,6 +603,11 @@ dest_ready_add(struct dest *d, struct sub *s)
 {
 	if (s->in_ready)
 		return;
+	if (s->starved) {
+		if (!worth_rescan(d, s))
+			return;
+		starved_remove(d, s);
+	}
 	s->in_ready = true;
 	s->ready_next = NULL;
 	s->ready_prev = d->ready_tail;
@@ -380,54 +635,197 @@ dest_ready_remove(struct dest *d, struct sub *s)
 	s->in_ready = false;
 }
 
-int
-dest_reserve(struct dest *d, size_t n)
+void
+dest_hold(struct dest *d)
 {
-	if (d->kind != DEST_QUEUE)
-		return 0;
-	if (msgq_reserve(&d->q, n) != 0)
-		return -1;
-	d->q.reserved += n;
-	return 0;
+	d->holds++;
 }
 
 void
-dest_unreserve(struct dest *d, size_t n)
+dest_unhold(struct dest *d)
 {
-	if (d->kind == DEST_QUEUE)
-		d->q.reserved -= n;
+	d->holds--;
+}
+
+/* ---- handing out ---- */
+
+/* 0, or -1 if out of memory (m is still the caller's). */
+static int
+deliver(struct dest *d, struct sub *s, struct msg *m)
+{
+	if (sub_deliver(s, m, m->redelivered) != 0) {
+		log_error("out of memory delivering to %s", d->name);
+		return -1;
+	}
+	if (s->ack != ACK_AUTO)
+		d->q.out++;
+	return 0;
+}
+
+/* Hand queued message m to s, and list s again if it may take more. */
+static int
+hand(struct dest *d, struct sub *s, struct msg *m)
+{
+	q_take(d, m);
+	if (deliver(d, s, m) != 0) {
+		q_push_front(d, m);
+		return -1;
+	}
+	if (sub_can_take(s))
+		dest_ready_add(d, s);
+	return 0;
+}
+
+/* The first message s wants among the first DEST_SELECTOR_WINDOW, letting
+ * the expired ones it passes die; NULL if none (*part: it did not see the
+ * whole queue). */
+static struct msg *
+find_for(struct dest *d, const struct sub *s, bool *part)
+{
+	size_t seen = 0;
+	*part = false;
+	for (struct msg *m = q_first(&d->q), *next; m != NULL; m = next) {
+		next = q_next(&d->q, m);
+		if (m->expires_ms != 0 && expired(d, m)) {
+			q_take(d, m);
+			die(d, m, DEATH_EXPIRED); /* never into d itself: next stays queued */
+			continue;
+		}
+		if (++seen > DEST_SELECTOR_WINDOW) {
+			*part = true;
+			return NULL;
+		}
+		if (s->selector == NULL || sub_matches(s, m))
+			return m;
+	}
+	return NULL;
+}
+
+static void
+dispatch_selective(struct dest *d)
+{
+	for (;;) {
+		while (d->q.count > 0 && d->ready_head != NULL) {
+			struct sub *s = d->ready_head;
+			dest_ready_remove(d, s);
+			if (!sub_can_take(s))
+				continue;
+			bool part;
+			struct msg *m = find_for(d, s, &part);
+			if (m == NULL && s->selector == NULL) {
+				dest_ready_add(d, s); /* only expired messages were left */
+				break;
+			}
+			if (m == NULL) {
+				starve(d, s, part);
+				continue;
+			}
+			if (hand(d, s, m) != 0)
+				return;
+		}
+		/* Subscribers that saw only the front of a long queue look again
+		 * once it has moved on by half a window. */
+		if (d->nstarved_part == 0 || d->q.count == 0 ||
+		    d->pops - d->part_checked < DEST_SELECTOR_WINDOW / 2)
+			return;
+		d->part_checked = d->pops;
+		for (struct sub *s = d->starved_head, *next; s != NULL; s = next) {
+			next = s->starved_next;
+			if (s->scanned_part && sub_can_take(s)) {
+				starved_remove(d, s);
+				dest_ready_add(d, s);
+			}
+		}
+		if (d->ready_head == NULL)
+			return;
+	}
 }
 
 void
 dest_dispatch(struct dest *d)
 {
+	if (d->nselective > 0) {
+		dispatch_selective(d);
+		return;
+	}
 	while (d->q.count > 0 && d->ready_head != NULL) {
+		struct msg *m = q_first(&d->q);
+		if (m->expires_ms != 0 && expired(d, m)) {
+			q_take(d, m);
+			die(d, m, DEATH_EXPIRED);
+			continue;
+		}
 		struct sub *s = d->ready_head;
 		dest_ready_remove(d, s);
 		/* Readiness is checked lazily: a subscriber whose connection
 		 * became blocked since it was listed just drops out here. */
 		if (!sub_can_take(s))
 			continue;
-		struct qentry e = { NULL, false };
-		msgq_pop(&d->q, &e); /* count > 0: it pops one */
-		if (sub_deliver(s, e.msg, e.redelivered) != 0) {
-			msgq_push_front(&d->q, e.msg, e.redelivered); /* its slot is still free */
-			log_error("out of memory delivering to %s", d->name);
+		if (hand(d, s, m) != 0)
 			return;
-		}
-		if (s->ack != ACK_AUTO)
-			d->q.out++;
-		if (sub_can_take(s))
-			dest_ready_add(d, s);
 	}
 }
 
-int
+/* A message just come (published or given back) goes straight to a starved
+ * subscriber that wants it and can take it; one that wants it but cannot
+ * take it now looks again when it can.  True if m was delivered. */
+static bool
+offer(struct dest *d, struct msg *m)
+{
+	for (struct sub *s = d->starved_head; s != NULL; s = s->starved_next) {
+		if (!sub_matches(s, m))
+			continue;
+		if (!sub_can_take(s)) {
+			s->missed = true;
+			continue;
+		}
+		if (deliver(d, s, m) != 0)
+			return false;
+		/* Still starved (nothing queued is for it): to the back, in turn. */
+		starved_remove(d, s);
+		starved_append(d, s);
+		return true;
+	}
+	return false;
+}
+
+void
+dest_stamp(struct dest *d, struct msg *m)
+{
+	const struct dests *t = d->owner;
+	uint64_t ttl = d->policy->message_ttl_ms;
+	if (ttl == 0 || t->hooks.now_ms == NULL)
+		return;
+	uint64_t at = t->hooks.now_ms(t->hooks.arg) + ttl;
+	if (m->expires_ms == 0 || at < m->expires_ms)
+		m->expires_ms = at;
+}
+
+/* drop-head: make room for m by letting the oldest least urgent go. */
+static void
+make_room(struct dest *d, const struct msg *m)
+{
+	const struct dest_policy *p = d->policy;
+	while (d->q.count > 0 && ((p->max_queue_messages && d->q.count >= p->max_queue_messages) ||
+	    (p->max_queue_bytes && d->q.bytes + m->size > p->max_queue_bytes))) {
+		struct msg *victim = q_least(&d->q);
+		q_take(d, victim);
+		die(d, victim, DEATH_OVERFLOW);
+	}
+}
+
+void
 dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 {
+	d->published++;
+	if (m->expires_ms != 0 && expired(d, m)) {
+		die(d, m, DEATH_EXPIRED);
+		return;
+	}
 	if (d->kind == DEST_TOPIC) {
-		d->published++;
 		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+			if (s->selector != NULL && !sub_matches(s, m))
+				continue;
 			if (sub_deliver(s, msg_ref(m), false) != 0) {
 				msg_unref(m);
 				(*dropped)++;
@@ -435,18 +833,16 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 			}
 		}
 		msg_unref(m);
-		return 0;
+		return;
 	}
-	/* A COMMIT being applied made room beforehand; else make it now (the
-	 * ring is mostly big enough: check that before calling). */
-	if (d->q.reserved > 0)
-		d->q.reserved--;
-	else if (d->q.count + d->q.out >= d->q.cap && msgq_reserve(&d->q, 1) != 0)
-		return -1;
-	msgq_push_back(&d->q, m, false);
-	d->published++;
+	if (d->policy->message_ttl_ms != 0)
+		dest_stamp(d, m); /* later than now: it did not expire */
+	if (d->starved_head != NULL && offer(d, m))
+		return;
+	if (d->policy->overflow == OVERFLOW_DROP_HEAD)
+		make_room(d, m);
+	q_push_back(d, m);
 	dest_dispatch(d);
-	return 0;
 }
 
 int
@@ -496,28 +892,43 @@ dest_feeds(const struct dest *topic, size_t *n)
 void
 dest_purge(struct dest *d, void (*fn)(struct msg *m, void *arg), void *arg)
 {
-	struct qentry e;
-	while (msgq_pop(&d->q, &e)) {
+	struct msg *m;
+	while ((m = q_first(&d->q)) != NULL) {
+		q_take(d, m);
 		if (fn != NULL)
-			fn(e.msg, arg);
-		msg_unref(e.msg);
+			fn(m, arg);
+		msg_unref(m);
 	}
 }
 
-int
+void
 dest_restore(struct dest *d, struct msg *m, bool redelivered)
 {
-	if (msgq_reserve(&d->q, 1) != 0)
-		return -1;
-	msgq_push_back(&d->q, m, redelivered);
-	return 0;
+	m->redelivered = redelivered;
+	q_push_back(d, m);
 }
 
 void
 dest_requeue(struct dest *d, struct msg *m)
 {
 	d->q.out--;
-	msgq_push_front(&d->q, m, true);
+	m->returns++;
+	uint32_t max = d->policy->max_redeliveries;
+	if (max != 0 && m->returns > max) {
+		die(d, m, DEATH_MAX_REDELIVERIES);
+		return;
+	}
+	m->redelivered = true;
+	if (d->starved_head != NULL && offer(d, m))
+		return;
+	q_push_front(d, m);
+}
+
+void
+dest_reject(struct dest *d, struct msg *m)
+{
+	d->q.out--;
+	die(d, m, DEATH_REJECTED);
 }
 
 void
@@ -530,50 +941,88 @@ void
 dest_foreach_queued(const struct dest *d, void (*fn)(const struct msg *m, bool redelivered,
     void *arg), void *arg)
 {
-	for (size_t i = 0; i < d->q.count; i++) {
-		const struct qentry *e = &d->q.e[(d->q.head + i) % d->q.cap];
-		fn(e->msg, e->redelivered, arg);
+	for (const struct msg *m = q_first(&d->q); m != NULL; m = q_next(&d->q, m))
+		fn(m, m->redelivered, arg);
+}
+
+static const char *
+check_queue(const struct dest *d)
+{
+	const struct msgq *q = &d->q;
+	const struct dests *t = d->owner;
+	size_t bytes = 0, count = 0;
+	for (unsigned p = 0; p < MSG_PRIORITIES; p++) {
+		size_t n = 0;
+		const struct msg *prev = NULL;
+		for (const struct msg *m = q->level[p].head; m != NULL; prev = m, m = m->qnext) {
+			if (m->refs == 0)
+				return "a queued message has no reference";
+			if (!m->queued || m->priority != p || m->qprev != prev)
+				return "a priority list is broken";
+			if (m->expires_ms != 0 && m->expiry_slot != 0 &&
+			    (m->expiry_slot > t->nexpiry || t->expiry[m->expiry_slot - 1].msg != m ||
+			    t->expiry[m->expiry_slot - 1].dest != d ||
+			    t->expiry[m->expiry_slot - 1].at != m->expires_ms))
+				return "the expiry heap does not know a message where it is";
+			if (m->expires_ms == 0 && m->expiry_slot != 0)
+				return "a message that never expires is in the expiry heap";
+			bytes += m->size;
+			n++;
+		}
+		if (q->level[p].tail != prev || q->level[p].count != n ||
+		    ((q->nonempty >> p) & 1) != (n > 0))
+			return "a priority list is miscounted";
+		count += n;
 	}
+	if (count != q->count)
+		return "queued messages miscounted";
+	if (bytes != q->bytes)
+		return "queued bytes miscounted";
+	return NULL;
 }
 
 const char *
 dest_check(const struct dest *d)
 {
-	size_t bytes = 0, nsubs = 0;
+	size_t nsubs = 0, nselective = 0, nstarved_part = 0;
 	bool could_take = false;
-	for (size_t i = 0; i < d->q.count; i++) {
-		const struct msg *m = d->q.e[(d->q.head + i) % d->q.cap].msg;
-		if (m->refs == 0)
-			return "a queued message has no reference";
-		bytes += m->size;
-	}
-	if (bytes != d->q.bytes)
-		return "queued bytes miscounted";
-	if (d->q.count + d->q.out + d->q.reserved > d->q.cap)
-		return "no room kept for the messages handed out";
+	const char *why = check_queue(d);
+	if (why != NULL)
+		return why;
 	for (const struct sub *s = d->subs; s != NULL; s = s->dest_next) {
 		if (s->dest != d || (s->dest_next != NULL && s->dest_next->dest_prev != s))
 			return "subscriber list broken";
-		could_take |= sub_can_take(s);
+		could_take |= sub_can_take(s) && !s->starved;
+		nselective += s->selector != NULL;
 		nsubs++;
 	}
-	if (nsubs != d->nsubs)
+	if (nsubs != d->nsubs || nselective != d->nselective)
 		return "subscribers miscounted";
-	if (d->kind == DEST_TOPIC && (d->q.count > 0 || d->q.out > 0 || d->ready_head != NULL))
+	if (d->kind == DEST_TOPIC && (d->q.count > 0 || d->q.out > 0 || d->ready_head != NULL ||
+	    d->starved_head != NULL))
 		return "a topic holds messages";
 	const struct sub *prev = NULL;
 	for (const struct sub *s = d->ready_head; s != NULL; prev = s, s = s->ready_next)
-		if (!s->in_ready || s->dest != d || s->ready_prev != prev)
+		if (!s->in_ready || s->starved || s->dest != d || s->ready_prev != prev)
 			return "ready list broken";
 	if (d->ready_tail != prev)
 		return "ready list tail broken";
+	prev = NULL;
+	for (const struct sub *s = d->starved_head; s != NULL; prev = s, s = s->starved_next) {
+		if (!s->starved || s->in_ready || s->selector == NULL || s->dest != d ||
+		    s->starved_prev != prev)
+			return "starved list broken";
+		nstarved_part += s->scanned_part;
+	}
+	if (d->starved_tail != prev || nstarved_part != d->nstarved_part)
+		return "starved list miscounted";
 	if (d->nsubs == 0 && d->q.count == 0 && d->temp == NULL && d->fed_by == NULL &&
 	    d->nfeeds == 0)
 		return "an empty destination is kept";
 	if (d->fed_by != NULL && (d->kind != DEST_QUEUE || d->fed_by->kind != DEST_TOPIC))
 		return "a durable subscription is not a queue fed by a topic";
-	if (d->q.reserved > 0)
-		return "room reserved outside a COMMIT";
+	if (d->holds > 0)
+		return "held outside a COMMIT";
 	if (d->q.count > 0 && could_take)
 		return "messages wait while a subscriber could take one";
 	return NULL;

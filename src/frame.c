@@ -39,6 +39,10 @@ static const char *const hdr_names[HDR_COUNT] = {
 	[HDR_SUBSCRIPTION] = "subscription",
 	[HDR_TRANSACTION] = "transaction",
 	[HDR_PREFETCH_COUNT] = "prefetch-count",
+	[HDR_PRIORITY] = "priority",
+	[HDR_EXPIRES] = "expires",
+	[HDR_EXPIRATION] = "expiration",
+	[HDR_SELECTOR] = "selector",
 };
 
 static enum frame_cmd
@@ -106,6 +110,12 @@ frame_hdr_lookup(const char *name, size_t len)
 		if (len == 11 && memcmp(name, "destination", 11) == 0)
 			return HDR_DESTINATION;
 		break;
+	case 'e':
+		if (len == 7 && memcmp(name, "expires", 7) == 0)
+			return HDR_EXPIRES;
+		if (len == 10 && memcmp(name, "expiration", 10) == 0)
+			return HDR_EXPIRATION;
+		break;
 	case 'h':
 		if (len == 10 && memcmp(name, "heart-beat", 10) == 0)
 			return HDR_HEART_BEAT;
@@ -129,6 +139,8 @@ frame_hdr_lookup(const char *name, size_t len)
 			return HDR_PASSCODE;
 		if (len == 14 && memcmp(name, "prefetch-count", 14) == 0)
 			return HDR_PREFETCH_COUNT;
+		if (len == 8 && memcmp(name, "priority", 8) == 0)
+			return HDR_PRIORITY;
 		break;
 	case 'r':
 		if (len == 7 && memcmp(name, "receipt", 7) == 0)
@@ -139,6 +151,8 @@ frame_hdr_lookup(const char *name, size_t len)
 	case 's':
 		if (len == 12 && memcmp(name, "subscription", 12) == 0)
 			return HDR_SUBSCRIPTION;
+		if (len == 8 && memcmp(name, "selector", 8) == 0)
+			return HDR_SELECTOR;
 		break;
 	case 't':
 		if (len == 11 && memcmp(name, "transaction", 11) == 0)

@@ -185,7 +185,10 @@ metrics_render(struct broker *b, struct sbuf *out)
 {
 	static const char *const out_names[STAT_OUT_COUNT] = { "CONNECTED", "RECEIPT", "ERROR" };
 	static const char *const drop_names[STAT_DROP_COUNT] = { "no_subscriber", "no_memory",
-		"reply_owner_gone", "purged", "deleted" };
+		"reply_owner_gone", "purged", "deleted", "expired", "rejected", "max_redeliveries",
+		"overflow" };
+	static const char *const death_names[DEATH_COUNT] = { "expired", "rejected",
+		"max_redeliveries", "overflow" };
 	static const char *const reject_names[STAT_REJECT_COUNT] = { "limit", "login" };
 	const struct broker_stats *st = &b->stats;
 	const struct config *cfg = b->cfg;
@@ -230,6 +233,11 @@ metrics_render(struct broker *b, struct sbuf *out)
 	for (int i = 0; i < STAT_DROP_COUNT; i++)
 		sample_label(out, "eft_messages_dropped_total", "reason", drop_names[i],
 		    strlen(drop_names[i]), st->dropped[i]);
+	family(out, "eft_messages_dead_lettered_total", "counter",
+	    "Messages that died and went to a dead-letter queue, by reason.");
+	for (int i = 0; i < DEATH_COUNT; i++)
+		sample_label(out, "eft_messages_dead_lettered_total", "reason", death_names[i],
+		    strlen(death_names[i]), st->dead_lettered[i]);
 
 	destinations(b, out);
 

@@ -20,6 +20,7 @@
 #include "eft/msg.h"
 #include "eft/proto.h"
 #include "eft/route.h"
+#include "eft/selector.h"
 #include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
@@ -342,6 +343,49 @@ fail_unstored(struct conn *c, const struct frame *f)
 	    store_error(c->broker->store), frame_cmd_name(f->cmd));
 }
 
+/* A number header of at most 200 bytes shown back in an ERROR. */
+#define SHOWN(h) (int)((h)->value_len > 200 ? 200 : (h)->value_len), (h)->value
+
+/* A message's priority and expiry from the SEND's headers, in either
+ * dialect: priority 0-9 (JMS/ActiveMQ; RabbitMQ's larger ones count as 9),
+ * expires (ActiveMQ: absolute, ms since the epoch, 0 never) and expiration
+ * (RabbitMQ: ms from now).  With both, the sooner wins.  False after an
+ * ERROR. */
+static bool
+parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
+{
+	const struct header *h;
+	uint64_t n;
+	if ((h = frame_get(f, HDR_PRIORITY)) != NULL) {
+		if (frame_parse_u64(h->value, h->value_len, &n) != 0) {
+			fail(c, f, "bad priority header", "priority must be a number from 0 (lowest) "
+			    "to 9 (highest); got '%.*s'.", SHOWN(h));
+			return false;
+		}
+		spec->priority = n > 9 ? 9 : (uint8_t)n;
+	}
+	if ((h = frame_get(f, HDR_EXPIRES)) != NULL) {
+		if (frame_parse_u64(h->value, h->value_len, &n) != 0) {
+			fail(c, f, "bad expires header", "expires must be a time in milliseconds "
+			    "since the epoch, or 0 for never; got '%.*s'.", SHOWN(h));
+			return false;
+		}
+		spec->expires_ms = n;
+	}
+	if ((h = frame_get(f, HDR_EXPIRATION)) != NULL) {
+		if (frame_parse_u64(h->value, h->value_len, &n) != 0) {
+			fail(c, f, "bad expiration header", "expiration must be a number of "
+			    "milliseconds the message may wait; got '%.*s'.", SHOWN(h));
+			return false;
+		}
+		uint64_t now = broker_now_ms(c->broker);
+		uint64_t at = n < UINT64_MAX - now ? now + n : UINT64_MAX;
+		if (spec->expires_ms == 0 || at < spec->expires_ms)
+			spec->expires_ms = at;
+	}
+	return true;
+}
+
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {
@@ -366,6 +410,8 @@ handle_send(struct conn *c, struct frame *f)
 		.id = c->broker->next_msg_id++,
 		.priority = MSG_PRIORITY_DEFAULT,
 	};
+	if (!parse_lifetime(c, f, &spec))
+		return RESULT_FAILED;
 	/* reply-to:/temp-queue/NAME: the receiver sees our private queue's
 	 * broker-wide name, and we are subscribed to it. */
 	const struct header *rt = frame_get(f, HDR_REPLY_TO);
@@ -416,6 +462,14 @@ handle_send(struct conn *c, struct frame *f)
 }
 
 /* ---- SUBSCRIBE / UNSUBSCRIBE ---- */
+
+static bool
+blank(const char *s, size_t len)
+{
+	while (len > 0 && (*s == ' ' || *s == '\t'))
+		s++, len--;
+	return len == 0;
+}
 
 static enum result
 handle_subscribe(struct conn *c, struct frame *f)
@@ -484,7 +538,26 @@ handle_subscribe(struct conn *c, struct frame *f)
 	struct dest *d;
 	char durable[DURABLE_NAME_MAX];
 	size_t durable_len;
-	if (kind == ADDR_TOPIC && durable_name(&c->session, f, durable, sizeof(durable), &durable_len)) {
+	bool is_durable = kind == ADDR_TOPIC &&
+	    durable_name(&c->session, f, durable, sizeof(durable), &durable_len);
+	const struct header *selh = frame_get(f, HDR_SELECTOR);
+	if (selh != NULL && blank(selh->value, selh->value_len))
+		selh = NULL; /* every message, as with none */
+	if (selh != NULL && is_durable)
+		return fail(c, f, "selectors on durable subscriptions are not supported",
+		    "Subscribe to the topic without a selector, or without a durable name.");
+	struct selector *sel = NULL;
+	if (selh != NULL) {
+		char why[160], message[192];
+		sel = selector_compile(selh->value, selh->value_len, why, sizeof(why));
+		if (sel == NULL) {
+			const char *text = strncmp(why, "selector: ", 10) == 0 ? why + 10 : why;
+			snprintf(message, sizeof(message), "invalid selector: %s", text);
+			return fail(c, f, message, "The selector '%.*s' is not a JMS selector: %s.",
+			    SHOWN(selh), text);
+		}
+	}
+	if (is_durable) {
 		/* A queue of its own, fed by the topic, kept while we are away. */
 		enum durable_open_error why;
 		d = durable_open(c->broker, durable, durable_len, dh->value, dh->value_len, &why);
@@ -495,9 +568,12 @@ handle_subscribe(struct conn *c, struct frame *f)
 		d = tq ? tq->dest : dests_get(dests, dh->value, dh->value_len,
 		    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 	}
-	if (d == NULL)
+	if (d == NULL) {
+		selector_free(sel);
 		return fail_oom(c, f);
-	struct sub *s = sub_new(&c->session, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch);
+	}
+	struct sub *s = sub_new(&c->session, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch,
+	    sel);
 	if (s == NULL) {
 		dests_release(dests, d);
 		return fail_oom(c, f);
@@ -605,9 +681,12 @@ settle(struct conn *c, struct frame *f, bool nack)
 		log_debug("%s: %s for a message not pending", c->peer, frame_cmd_name(f->cmd));
 		return RESULT_OK;
 	}
+	/* NACK requeue:false (RabbitMQ) rejects: the message dies. */
+	enum settle how = !nack ? SETTLE_ACK :
+	    frame_header_is(f, "requeue", "false") ? SETTLE_REJECT : SETTLE_NACK;
 	if (t != NULL)
-		return tx_add_settle(t, &k, nack) == 0 ? RESULT_OK : fail_oom(c, f);
-	sub_settle(&c->session, &k, nack);
+		return tx_add_settle(t, &k, how) == 0 ? RESULT_OK : fail_oom(c, f);
+	sub_settle(&c->session, &k, how);
 	return RESULT_OK;
 }
 

@@ -84,16 +84,16 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		}
 	}
 	/* A persistent message is stored when it reaches a queue (temp-queues
-	 * live as their owner does, so they keep nothing). */
+	 * live as their owner does, so they keep nothing), with the expiry the
+	 * queue gives it. */
 	bool stored = m->persistent && b->store != NULL && dest_kind(d) == DEST_QUEUE &&
 	    dest_temp(d) == NULL;
-	if (stored && store_publish(b->store, d, m) != 0)
-		return -1;
-	if (dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]) != 0) {
-		if (stored)
-			store_consumed(b->store, m);
-		return -1;
+	if (stored) {
+		dest_stamp(d, m);
+		if (store_publish(b->store, d, m) != 0)
+			return -1;
 	}
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
 	return 0;
 }
@@ -110,8 +110,7 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 	}
 	if (b->store != NULL || b->durables > 0)
 		return publish_kept(ss, d, m);
-	if (dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]) != 0)
-		return -1;
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
 	return 0;
 }

@@ -1,9 +1,11 @@
 /* store.c - durable queue messages on the journal (see store.h).
  *
  * Record payloads, integers little-endian:
- *   MSG        u64 id, u8 flags (1: delivered), u8 nblocks, u16 queue name
- *              length, u32 body length, u32 length of each header block,
- *              then the name, the blocks and the body
+ *   MSG        u64 id, u8 flags (1: delivered, 2: lifetime part), u8 nblocks,
+ *              u16 queue name length, u32 body length, u32 length of each
+ *              header block, with flag 2 the lifetime part (u64 expiry in
+ *              ms since the epoch or 0, u8 priority, u8 1 for a dead
+ *              letter), then the name, the blocks and the body
  *   DELIVERED  u64 id
  *   CONSUMED   u64 id
  *   BATCH      records, each u32 payload length, u8 type, 3 zero bytes,
@@ -26,7 +28,9 @@ enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS 
 	REC_UNSUB = 7 };
 
 #define MSG_FLAG_DELIVERED 1
+#define MSG_FLAG_LIFE 2
 #define MSG_HEAD 16                  /* the fixed part of a MSG payload */
+#define MSG_LIFE 10                  /* the lifetime part, for messages that need it */
 #define BATCH_SUB_HEAD 8
 /* Ids are reserved this far ahead, and again when half is used. */
 #define IDS_AHEAD ((uint64_t)1 << 22)
@@ -64,7 +68,7 @@ struct store {
 	uint64_t live, live_bytes;
 	uint8_t *batch;        /* a COMMIT's records, gathered */
 	size_t batch_len, batch_cap;
-	bool batching;
+	unsigned batching;      /* begin/end nesting depth (a dead letter inside a COMMIT) */
 	bool batch_broken;     /* a record of the batch did not fit: logged at its end */
 	uint64_t ids_reserved;
 	uint32_t ids_seg;      /* segment of the newest IDS record gathered */
@@ -311,11 +315,20 @@ append_id(struct store *s, uint8_t type, uint64_t id)
 	return append(s, type, &part, 1);
 }
 
+/* Only messages with an expiry, a priority or a death have the lifetime
+ * part: plain ones are stored as before. */
+static bool
+has_life(const struct msg *m)
+{
+	return m->expires_ms != 0 || m->priority != MSG_PRIORITY_DEFAULT || m->dead;
+}
+
 size_t
 store_msg_record_size(const struct msg *m, size_t dest_len)
 {
 	int nblocks = msg_nblocks(m);
-	size_t n = JOURNAL_RECORD_HEADER + MSG_HEAD + 4 * (size_t)nblocks + dest_len + m->body_len;
+	size_t n = JOURNAL_RECORD_HEADER + MSG_HEAD + 4 * (size_t)nblocks + dest_len + m->body_len +
+	    (has_life(m) ? MSG_LIFE : 0);
 	for (int v = 0; v < nblocks; v++)
 		n += m->block_len[v];
 	return n + BATCH_SUB_HEAD;
@@ -327,15 +340,23 @@ append_msg(struct store *s, const struct dest *d, const struct msg *m)
 {
 	int nblocks = msg_nblocks(m);
 	size_t name_len = dest_name_len(d);
-	uint8_t head[MSG_HEAD + 4 * STOMP_VERSIONS];
+	uint8_t head[MSG_HEAD + 4 * STOMP_VERSIONS + MSG_LIFE];
+	bool life = has_life(m);
 	le_put64(head, m->id);
-	head[8] = m->delivered ? MSG_FLAG_DELIVERED : 0;
+	head[8] = (m->delivered ? MSG_FLAG_DELIVERED : 0) | (life ? MSG_FLAG_LIFE : 0);
 	head[9] = (uint8_t)nblocks;
 	le_put16(head + 10, (uint16_t)name_len);
 	le_put32(head + 12, (uint32_t)m->body_len);
+	size_t head_len = MSG_HEAD + 4 * (size_t)nblocks;
+	if (life) {
+		le_put64(head + head_len, m->expires_ms);
+		head[head_len + 8] = m->priority;
+		head[head_len + 9] = m->dead;
+		head_len += MSG_LIFE;
+	}
 	struct journal_part parts[3 + STOMP_VERSIONS];
 	int n = 0;
-	parts[n++] = (struct journal_part){ head, MSG_HEAD + 4 * (size_t)nblocks };
+	parts[n++] = (struct journal_part){ head, head_len };
 	parts[n++] = (struct journal_part){ dest_name(d), name_len };
 	for (int v = 0; v < nblocks; v++) {
 		le_put32(head + MSG_HEAD + 4 * v, m->block_len[v]);
@@ -446,7 +467,8 @@ store_batch_reserve(struct store *s, size_t bytes)
 void
 store_batch_begin(struct store *s)
 {
-	s->batching = true;
+	if (s->batching++ > 0)
+		return;
 	s->batch_broken = false;
 	s->batch_len = 0;
 }
@@ -454,7 +476,8 @@ store_batch_begin(struct store *s)
 void
 store_batch_end(struct store *s)
 {
-	s->batching = false;
+	if (--s->batching > 0)
+		return;
 	if (s->batch_len == 0)
 		return;
 	struct journal_part part = { s->batch, s->batch_len };
@@ -635,11 +658,13 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 		return -1;
 	uint64_t id = le_get64(p);
 	bool delivered = (p[8] & MSG_FLAG_DELIVERED) != 0;
+	bool life = (p[8] & MSG_FLAG_LIFE) != 0;
 	int nblocks = p[9];
 	size_t name_len = le_get16(p + 10), body_len = le_get32(p + 12);
 	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
 		return -1;
-	size_t head = MSG_HEAD + 4 * (size_t)nblocks, total = head + name_len + body_len;
+	size_t head = MSG_HEAD + 4 * (size_t)nblocks + (life ? MSG_LIFE : 0);
+	size_t total = head + name_len + body_len;
 	uint32_t lens[STOMP_VERSIONS];
 	const char *blocks[STOMP_VERSIONS];
 	if (len < head)
@@ -648,7 +673,8 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 		lens[v] = le_get32(p + MSG_HEAD + 4 * v);
 		total += lens[v];
 	}
-	if (total != len || name_len == 0)
+	if (total != len || name_len == 0 ||
+	    (life && p[MSG_HEAD + 4 * (size_t)nblocks + 8] >= MSG_PRIORITIES))
 		return -1;
 	struct msg **found = idtab_find(&s->tab, id);
 	if (found != NULL) {
@@ -681,6 +707,12 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	m->seg = seg;
 	m->link->home = d;
 	m->delivered = delivered;
+	if (life) {
+		const uint8_t *lp = p + MSG_HEAD + 4 * (size_t)nblocks;
+		m->expires_ms = le_get64(lp);
+		m->priority = lp[8];
+		m->dead = lp[9] != 0;
+	}
 	return 0;
 }
 
@@ -831,15 +863,9 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 			all[n++] = s->tab.slot[i];
 	if (n > 1)
 		order_by_id(all, n);
-	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct msg *m = all[i];
-		if (rc != 0 || dest_restore(m->link->home, m, m->delivered) != 0) {
-			rc = -1;
-			link_free(m);
-			msg_unref(m);
-			continue;
-		}
+		dest_restore(m->link->home, m, m->delivered);
 		segment_link(s, m, m->seg, store_msg_record_size(m, dest_name_len(m->link->home)));
 		rec->redelivered += m->delivered;
 		if (m->id > *max_id)
@@ -849,7 +875,7 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 	free(all);
 	free(s->tab.slot);
 	s->tab = (struct idtab){ 0 };
-	return rc;
+	return 0;
 }
 
 struct store *

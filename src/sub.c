@@ -11,6 +11,7 @@
 #include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/log.h"
+#include "eft/selector.h"
 #include "eft/session.h"
 #include "eft/store.h"
 #include "eft/sub.h"
@@ -33,11 +34,13 @@ sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out)
 
 struct sub *
 sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool has_id,
-    enum ack_mode ack, uint32_t prefetch)
+    enum ack_mode ack, uint32_t prefetch, struct selector *sel)
 {
 	struct sub *s = calloc(1, sizeof(*s));
-	if (s == NULL)
+	if (s == NULL) {
+		selector_free(sel);
 		return NULL;
+	}
 	size_t esc = has_id ? frame_escaped_len(ss->version, id, id_len) : 0;
 	s->id = malloc(id_len + 1);
 	s->sub_line = malloc(has_id ? esc + 15 : 1);
@@ -45,6 +48,7 @@ sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool 
 		free(s->id);
 		free(s->sub_line);
 		free(s);
+		selector_free(sel);
 		return NULL;
 	}
 	memcpy(s->id, id, id_len);
@@ -62,6 +66,7 @@ sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool 
 	s->dest = d;
 	s->ack = ack;
 	s->prefetch = prefetch;
+	s->selector = sel;
 	s->seq = ss->broker->next_sub_seq++;
 	dest_sub_add(d, s);
 	HASH_ADD_KEYPTR(hh, ss->subs, s->id, s->id_len, s);
@@ -107,9 +112,70 @@ sub_free(struct sub *s)
 	}
 	dest_dispatch(d);
 	dests_release(&ss->broker->dests, d);
+	selector_free(s->selector);
 	free(s->id);
 	free(s->sub_line);
 	free(s);
+}
+
+/* What a selector sees of a message: its headers, and JMS's own names for
+ * the headers ActiveMQ maps them to. */
+struct match_view {
+	const struct msg *m;
+	char priority[2];
+	char expiration[24];
+};
+
+static bool
+is_name(const char *name, size_t len, const char *want)
+{
+	return len == strlen(want) && memcmp(name, want, len) == 0;
+}
+
+static bool
+view_lookup(void *arg, const char *name, size_t len, const char **value, size_t *vlen)
+{
+	struct match_view *v = arg;
+	const struct msg *m = v->m;
+	if (len > 3 && memcmp(name, "JMS", 3) == 0) {
+		if (is_name(name, len, "JMSPriority")) {
+			v->priority[0] = (char)('0' + m->priority);
+			*value = v->priority;
+			*vlen = 1;
+			return true;
+		}
+		if (is_name(name, len, "JMSExpiration")) {
+			*vlen = msg_format_u64(v->expiration, m->expires_ms);
+			*value = v->expiration;
+			return true;
+		}
+		if (is_name(name, len, "JMSDeliveryMode")) {
+			*value = m->persistent ? "PERSISTENT" : "NON_PERSISTENT";
+			*vlen = strlen(*value);
+			return true;
+		}
+		static const char *const mapped[][2] = {
+			{ "JMSMessageID", "message-id" },
+			{ "JMSCorrelationID", "correlation-id" },
+			{ "JMSType", "type" },
+			{ "JMSTimestamp", "timestamp" },
+			{ "JMSDestination", "destination" },
+			{ "JMSReplyTo", "reply-to" },
+		};
+		for (size_t i = 0; i < sizeof(mapped) / sizeof(mapped[0]); i++)
+			if (is_name(name, len, mapped[i][0]))
+				return msg_header(m, mapped[i][1], strlen(mapped[i][1]), value, vlen);
+	}
+	return msg_header(m, name, len, value, vlen);
+}
+
+bool
+sub_matches(const struct sub *s, const struct msg *m)
+{
+	if (s->selector == NULL)
+		return true;
+	struct match_view v = { .m = m };
+	return selector_match(s->selector, view_lookup, &v);
 }
 
 bool
@@ -209,7 +275,7 @@ sub_find_delivery(struct session *ss, const struct delivery_key *k)
 }
 
 bool
-sub_settle(struct session *ss, const struct delivery_key *k, bool nack)
+sub_settle(struct session *ss, const struct delivery_key *k, enum settle how)
 {
 	struct delivery *dl = sub_find_delivery(ss, k);
 	if (dl == NULL)
@@ -221,8 +287,10 @@ sub_settle(struct session *ss, const struct delivery_key *k, bool nack)
 	while (dl != stop) {
 		struct delivery *prev = dl->prev;
 		delivery_unlink(ss, dl);
-		if (nack) {
+		if (how == SETTLE_NACK) {
 			dest_requeue(s->dest, dl->msg);
+		} else if (how == SETTLE_REJECT) {
+			dest_reject(s->dest, dl->msg);
 		} else {
 			dest_settled(s->dest);
 			ss->broker->stats.acked++;

@@ -75,7 +75,7 @@ temp_auto_subscribe(struct session *ss, struct temp *t)
 	HASH_FIND(hh, ss->subs, t->name, t->name_len, s);
 	if (s != NULL)
 		return -2; /* the client uses that id for another destination */
-	t->auto_sub = sub_new(ss, t->dest, t->name, t->name_len, true, ACK_AUTO, 0);
+	t->auto_sub = sub_new(ss, t->dest, t->name, t->name_len, true, ACK_AUTO, 0, NULL);
 	if (t->auto_sub == NULL)
 		return -1;
 	dest_dispatch(t->dest);

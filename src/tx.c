@@ -70,13 +70,14 @@ tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum
 }
 
 int
-tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack)
+tx_add_settle(struct tx *t, const struct delivery_key *k, enum settle how)
 {
 	struct tx_op *op = calloc(1, sizeof(*op));
 	if (op == NULL)
 		return -1;
-	op->kind = nack ? TX_NACK : TX_ACK;
+	op->kind = TX_SETTLE;
 	op->key = *k;
+	op->how = how;
 	tx_append(t, op);
 	return 0;
 }
@@ -98,14 +99,14 @@ tx_free(struct session *ss, struct tx *t)
 	free(t);
 }
 
-/* Give back the room reserved for the SENDs before `upto`, and forget the
+/* Let go of the destinations held for the SENDs before `upto`, and forget the
  * queues made for them that nothing else holds. */
 static void
-tx_unreserve(struct session *ss, struct tx *t, struct tx_op *upto)
+tx_unhold(struct session *ss, struct tx *t, struct tx_op *upto)
 {
 	for (struct tx_op *op = t->head; op != upto; op = op->next) {
 		if (op->kind == TX_SEND && op->target != NULL) {
-			dest_unreserve(op->target, 1);
+			dest_unhold(op->target);
 			dests_release(&ss->broker->dests, op->target);
 			op->target = NULL;
 		}
@@ -138,11 +139,10 @@ tx_commit(struct session *ss, struct tx *t)
 			continue;
 		int err;
 		op->target = route_resolve(ss, op->dest, op->dest_len, op->dest_kind, &err);
-		if (err != 0 || (op->target != NULL && dest_reserve(op->target, 1) != 0)) {
-			if (op->target != NULL)
-				dests_release(&ss->broker->dests, op->target);
-			op->target = NULL;
-			tx_unreserve(ss, t, op);
+		if (op->target != NULL)
+			dest_hold(op->target);
+		if (err != 0) {
+			tx_unhold(ss, t, op);
 			log_error("%s: out of memory committing transaction %s: nothing applied",
 			    session_peer(ss), t->name);
 			tx_free(ss, t);
@@ -150,7 +150,7 @@ tx_commit(struct session *ss, struct tx *t)
 		}
 	}
 	if (store != NULL && store_batch_reserve(store, tx_journal_bytes(t)) != 0) {
-		tx_unreserve(ss, t, NULL);
+		tx_unhold(ss, t, NULL);
 		log_error("%s: out of memory committing transaction %s: nothing applied",
 		    session_peer(ss), t->name);
 		tx_free(ss, t);
@@ -162,10 +162,12 @@ tx_commit(struct session *ss, struct tx *t)
 	for (op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
-			sub_settle(ss, &op->key, op->kind == TX_NACK);
+			sub_settle(ss, &op->key, op->how);
 			continue;
 		}
-		route_publish(ss, op->target, op->msg); /* room was reserved: cannot fail */
+		if (op->target != NULL)
+			dest_unhold(op->target);
+		route_publish(ss, op->target, op->msg); /* cannot fail */
 		op->msg = NULL;
 	}
 	if (store != NULL)

@@ -35,6 +35,12 @@ enum stat_drop {
 	STAT_DROP_REPLY_OWNER_GONE,  /* sent to a temp-queue whose owner had gone */
 	STAT_DROP_PURGED,            /* an administrator purged its queue */
 	STAT_DROP_DELETED,           /* an administrator deleted its queue */
+	/* Died (dest.h's enum dest_death, in its order) with no dead-letter
+	 * queue to go to, or already a dead letter: */
+	STAT_DROP_EXPIRED,
+	STAT_DROP_REJECTED,
+	STAT_DROP_MAX_REDELIVERIES,
+	STAT_DROP_OVERFLOW,
 	STAT_DROP_COUNT
 };
 /* Why a connection was turned away. */
@@ -50,6 +56,7 @@ struct broker_stats {
 	uint64_t redelivered;                 /* ... of messages a consumer had before */
 	uint64_t acked;                       /* queue deliveries acknowledged */
 	uint64_t dropped[STAT_DROP_COUNT];
+	uint64_t dead_lettered[DEATH_COUNT];  /* died, and sent to a dead-letter queue */
 	uint64_t connections;                 /* accepted */
 	uint64_t rejected[STAT_REJECT_COUNT];
 };
@@ -85,6 +92,7 @@ struct broker {
 	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
 	struct store *store;                 /* the journal (data-dir), or NULL: memory only */
 	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
+	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	uint64_t max_disk;                   /* journal bytes above which producers wait */
 	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 	size_t durables;                     /* durable subscriptions (durable.c) */
@@ -93,6 +101,8 @@ struct broker {
 
 /* NULL if out of memory. */
 struct broker *broker_new(struct event_base *base, const struct config *cfg);
+/* The wall clock as of this loop turn, ms since the epoch. */
+uint64_t broker_now_ms(const struct broker *b);
 /* Free everything: listeners, connections, destinations and their messages. */
 void broker_free(struct broker *b);
 /* Open a listener for every cfg->listen (and the TLS context if one is

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "eft/log.h"
+#include "eft/policy.h"
 
 /* Every setting, in the order etc/eftd.conf lists them. */
 enum config_key {
@@ -24,6 +25,11 @@ enum config_key {
 	CFG_MESSAGE_CACHE,
 	CFG_MAX_QUEUE_MESSAGES,
 	CFG_MAX_QUEUE_BYTES,
+	CFG_QUEUE_OVERFLOW,
+	CFG_MESSAGE_TTL,
+	CFG_MAX_REDELIVERIES,
+	CFG_DEAD_LETTER_QUEUE,
+	CFG_POLICY,
 	CFG_MAX_MEMORY,
 	CFG_MAX_BODY_SIZE,
 	CFG_MAX_SUBSCRIPTIONS,
@@ -53,6 +59,14 @@ enum config_key {
 };
 
 #define CONFIG_MAX_LISTENERS 16
+#define CONFIG_MAX_POLICIES 64
+
+/* One `policy = PATTERN key=value ...` line. */
+struct config_policy {
+	char pattern[POLICY_NAME_MAX];
+	unsigned set;              /* bit (key - CFG_MAX_QUEUE_MESSAGES): given on the line */
+	struct dest_policy values; /* after config_check, complete: the rest from the globals */
+};
 
 /* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
 struct config_listen {
@@ -82,8 +96,10 @@ struct config {
 	size_t max_subscriptions;  /* per connection */
 	size_t max_connections;    /* in total; 0: as many as the open-file limit allows */
 	size_t max_output;         /* pending output before a connection is cut off as too slow */
-	size_t max_queue_messages; /* per queue; a producer to a full queue waits; 0: no limit */
-	size_t max_queue_bytes;    /* per queue, message memory; 0: no limit of its own */
+	struct dest_policy policy; /* the global queue settings: max-queue-*, queue-overflow,
+	                              message-ttl, max-redeliveries, dead-letter-queue */
+	struct config_policy policies[CONFIG_MAX_POLICIES];
+	size_t npolicies;
 	size_t max_memory;         /* all messages held; producers wait above it; 0: 40% of RAM */
 	unsigned connect_timeout_ms; /* from accept to CONNECT */
 	unsigned frame_timeout_ms;   /* from a frame's first byte to its last */
@@ -110,6 +126,10 @@ struct config {
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */
 };
+
+/* The policy of destination name (len bytes): the first policy line
+ * matching it, else the global settings. */
+const struct dest_policy *config_policy(const struct config *cfg, const char *name, size_t len);
 
 void config_defaults(struct config *cfg);
 /* Is l the admin HTTP listener? */

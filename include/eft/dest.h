@@ -1,15 +1,23 @@
 /* dest.h - destinations: queues and topics, by name.
  *
- * A queue keeps messages in a ring and hands each to one subscriber, taking
- * ready subscribers in turn from a list, so choosing one costs O(1) however
- * many there are.  A topic hands each message to every current subscriber and
- * keeps nothing.  The structures are private to dest.c.
+ * A queue keeps its messages on one list per priority, linked through the
+ * messages themselves, and hands each to one subscriber, taking ready
+ * subscribers in turn from a list, so choosing one costs O(1) however many
+ * there are.  A subscriber with a selector looks at the first
+ * DEST_SELECTOR_WINDOW messages for one it wants.  A topic hands each
+ * message to every current subscriber (whose selector matches) and keeps
+ * nothing.  The structures are private to dest.c.
  *
- * Message references: a function that takes a message (dest_publish) takes
- * the caller's reference when it returns 0; when it fails (-1) the caller
- * still owns it.  dest_requeue cannot fail: a queue's ring always has room
- * for every message it has handed out and not had acknowledged (see
- * dest_reserve), so a message given back is never lost. */
+ * Messages that expire, are rejected, come back too often or are pushed out
+ * of a full drop-head queue die: dest.c hands them to the dests' `dead`
+ * hook (the broker dead-letters or drops them).  Expiring messages are also
+ * kept in a heap by time, so that a timer finds them wherever they are in
+ * their queue.
+ *
+ * Message references: a function that takes a message (dest_publish,
+ * dest_requeue, dest_restore) takes the caller's reference.  Queuing never
+ * allocates (the lists are in the messages), so a message given back is
+ * never lost for want of memory. */
 #ifndef EFT_DEST_H
 #define EFT_DEST_H
 
@@ -18,17 +26,53 @@
 #include <stdint.h>
 
 struct dest;
+struct dest_policy;
 struct msg;
 struct sub;
 struct temp;
 
 enum dest_kind { DEST_QUEUE, DEST_TOPIC };
 
+/* How far into a queue a subscriber with a selector looks for a message it
+ * wants (like ActiveMQ's maxPageSize); messages further back wait until
+ * those ahead are consumed. */
+#define DEST_SELECTOR_WINDOW 1000
+
+/* Why a queue message died. */
+enum dest_death {
+	DEATH_EXPIRED,            /* its expiry time passed */
+	DEATH_REJECTED,           /* NACK requeue:false */
+	DEATH_MAX_REDELIVERIES,   /* given back more than max-redeliveries times */
+	DEATH_OVERFLOW,           /* pushed out of a full drop-head queue */
+	DEATH_COUNT
+};
+const char *dest_death_name(enum dest_death why);   /* "expired", "max-redeliveries", ... */
+
+/* What dest.c asks of its owner (the broker); any may be NULL: no clock
+ * (nothing expires), the all-default policy, dead messages dropped. */
+struct dests_hooks {
+	void *arg;
+	uint64_t (*now_ms)(void *arg);      /* wall clock, ms since the epoch */
+	const struct dest_policy *(*policy)(void *arg, const char *name, size_t len);
+	/* m, taken off queue d, died: takes the reference. */
+	void (*dead)(void *arg, struct dest *d, struct msg *m, enum dest_death why);
+};
+
+/* An expiring queued message, in the heap by time. */
+struct dest_expiry {
+	uint64_t at;
+	struct msg *msg;
+	struct dest *dest;
+};
+
 /* Every destination, by name. */
 struct dests {
 	struct dest *by_name;
 	uint64_t freed;      /* bumped whenever a destination is freed (caches check it) */
 	size_t count;
+	struct dests_hooks hooks;
+	struct dest_expiry *expiry;  /* a min-heap of the queued messages that expire */
+	size_t nexpiry, expiry_cap;
 };
 
 struct dest *dests_find(struct dests *t, const char *name, size_t len);
@@ -54,6 +98,13 @@ size_t dests_queued(const struct dests *t, size_t *nqueues);
 struct dest **dests_sorted(const struct dests *t, size_t *n);
 /* Call fn on every destination (fn must not free any). */
 void dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg), void *arg);
+/* Take up to budget queued messages whose time has come (at or before now)
+ * off their queues, to the dead hook; returns how many.  The caller frees
+ * destinations nothing holds any more (dests_prune is not needed: a queue
+ * emptied here is released). */
+size_t dests_expire(struct dests *t, uint64_t now, size_t budget);
+/* When the next queued message expires; 0 if none does. */
+uint64_t dests_next_expiry(const struct dests *t);
 
 const char *dest_name(const struct dest *d);
 size_t dest_name_len(const struct dest *d);
@@ -65,31 +116,39 @@ size_t dest_subscribers(const struct dest *d);
 size_t dest_unacked(const struct dest *d);     /* handed out, not yet acknowledged */
 uint64_t dest_published(const struct dest *d); /* messages published to it since it was made */
 struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL */
+const struct dest_policy *dest_policy(const struct dest *d);
+size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at that priority */
 void dest_set_temp(struct dest *d, struct temp *t);
 
-/* Subscribers come and go (sub.c keeps the links in struct sub). */
+/* Subscribers come and go (sub.c keeps the links in struct sub; s->selector
+ * is set before dest_sub_add). */
 void dest_sub_add(struct dest *d, struct sub *s);
 void dest_sub_remove(struct dest *d, struct sub *s);
 /* A queue's ready list: subscribers that may be given a message now. */
 void dest_ready_add(struct dest *d, struct sub *s);
 void dest_ready_remove(struct dest *d, struct sub *s);
 
-/* Make sure n more messages can be queued without allocating (a COMMIT
- * reserves before it applies anything).  -1 if out of memory. */
-int dest_reserve(struct dest *d, size_t n);
-/* Give back room reserved and not used (a COMMIT that could not prepare). */
-void dest_unreserve(struct dest *d, size_t n);
+/* Keep d while a COMMIT prepares and applies (dests_release leaves it). */
+void dest_hold(struct dest *d);
+void dest_unhold(struct dest *d);
+/* When m, about to be published to d, expires: its own time, or d's
+ * message-ttl from now if that is sooner.  Call before the journal stores m. */
+void dest_stamp(struct dest *d, struct msg *m);
 /* Queue m (and hand it to a ready subscriber), or, for a topic, deliver it
- * to every subscriber.  0: the reference is taken; -1: out of memory, the
- * caller keeps it.  A topic delivery that fails for want of memory is
- * dropped for that subscriber and counted in *dropped. */
-int dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
+ * to every subscriber whose selector matches.  Takes the reference.  A full
+ * drop-head queue first lets its oldest lowest-priority message die.  A
+ * topic delivery that fails for want of memory is dropped for that
+ * subscriber and counted in *dropped; so is one that already expired. */
+void dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
 /* A queue message handed out comes back unacknowledged: it goes to the head
- * of the queue, marked redelivered.  Takes the reference; cannot fail. */
+ * of its priority, marked redelivered, or dies if it came back more than
+ * max-redeliveries times.  Takes the reference. */
 void dest_requeue(struct dest *d, struct msg *m);
+/* A queue message handed out was rejected (NACK requeue:false): it dies. */
+void dest_reject(struct dest *d, struct msg *m);
 /* Put a message read back from the journal at the tail of queue d, without
- * handing it out (nobody is subscribed yet).  -1 if out of memory. */
-int dest_restore(struct dest *d, struct msg *m, bool redelivered);
+ * handing it out (nobody is subscribed yet).  Takes the reference. */
+void dest_restore(struct dest *d, struct msg *m, bool redelivered);
 /* A queue message handed out was acknowledged (or dropped with its copy). */
 void dest_settled(struct dest *d);
 /* Hand queued messages to ready subscribers, in turn. */
@@ -108,7 +167,8 @@ struct dest *const *dest_feeds(const struct dest *topic, size_t *n);
  * reference is dropped. */
 void dest_purge(struct dest *d, void (*fn)(struct msg *m, void *arg), void *arg);
 
-/* For tests and fuzzers: call fn on every queued message, head first. */
+/* For tests and fuzzers: call fn on every queued message, in the order
+ * they would be handed out (highest priority first). */
 void dest_foreach_queued(const struct dest *d, void (*fn)(const struct msg *m, bool redelivered,
     void *arg), void *arg);
 /* For tests and fuzzers, with the broker at rest (between loop turns): NULL

@@ -82,7 +82,8 @@ void store_consumed(struct store *s, struct msg *m);
 int store_bind(struct store *s, const struct dest *queue, const struct dest *topic);
 void store_unbind(struct store *s, const struct dest *queue);
 
-/* The records gathered between begin and end are one BATCH record.
+/* The records gathered between begin and end are one BATCH record (a
+ * begin/end pair inside another adds to the outer one).
  * store_reserve(bytes) before begin makes sure gathering them cannot fail
  * for want of memory (-1 if it cannot). */
 int store_batch_reserve(struct store *s, size_t bytes);

@@ -19,6 +19,15 @@ struct session;
 
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
 
+/* What an ACK or NACK does with a delivery. */
+enum settle {
+	SETTLE_ACK,      /* done with it */
+	SETTLE_NACK,     /* give it back to its queue */
+	SETTLE_REJECT,   /* NACK requeue:false (RabbitMQ): it dies (dead-letter queue) */
+};
+
+struct selector;
+
 struct delivery_key {
 	uint64_t sub_seq;
 	uint64_t msg_id;
@@ -47,15 +56,27 @@ struct sub {
 	struct sub *dest_prev, *dest_next; /* the destination's subscribers (dest.c) */
 	struct sub *ready_prev, *ready_next; /* its ready list (dest.c) */
 	bool in_ready;
+	struct selector *selector;         /* compiled at SUBSCRIBE, or NULL: every message */
+	/* A queue subscriber whose selector matched nothing in the window is
+	 * "starved": off the ready list, offered each new message instead
+	 * (dest.c). */
+	bool starved;
+	bool missed;                       /* ... a match came while it could not take it */
+	bool scanned_part;                 /* ... the queue was longer than the window */
+	uint64_t scan_pops;                /* ... the queue's pops when it looked */
+	struct sub *starved_prev, *starved_next;
 	struct delivery *unacked_head, *unacked_tail;
 	size_t n_unacked;
 };
 
 int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
 
-/* Subscribe ss to d; NULL if out of memory.  has_id: the client named the subscription. */
+/* Subscribe ss to d; NULL if out of memory.  has_id: the client named the
+ * subscription.  The subscription takes sel (may be NULL) either way. */
 struct sub *sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len,
-    bool has_id, enum ack_mode ack, uint32_t prefetch);
+    bool has_id, enum ack_mode ack, uint32_t prefetch, struct selector *sel);
+/* Does s's selector (if any) want m? */
+bool sub_matches(const struct sub *s, const struct msg *m);
 /* End a subscription: unacked queue messages go back to their queue. */
 void sub_free(struct sub *s);
 
@@ -69,10 +90,10 @@ int sub_deliver(struct sub *s, struct msg *m, bool redelivered);
 size_t sub_ack_id(char *buf, size_t size, uint64_t sub_seq, uint64_t msg_id);
 int sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out);
 
-/* Acknowledge (nack=false) or give back (nack=true) the delivery with key k:
- * in client mode it and every older delivery of its subscription.  Returns
- * false if no such delivery is pending. */
-bool sub_settle(struct session *ss, const struct delivery_key *k, bool nack);
+/* Settle the delivery with key k as `how` says: in client mode it and every
+ * older delivery of its subscription.  Returns false if no such delivery is
+ * pending. */
+bool sub_settle(struct session *ss, const struct delivery_key *k, enum settle how);
 /* The pending delivery with key k, or NULL. */
 struct delivery *sub_find_delivery(struct session *ss, const struct delivery_key *k);
 

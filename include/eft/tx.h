@@ -16,7 +16,7 @@
 
 struct session;
 
-enum tx_op_kind { TX_SEND, TX_ACK, TX_NACK };
+enum tx_op_kind { TX_SEND, TX_SETTLE };
 
 struct tx_op {
 	enum tx_op_kind kind;
@@ -25,7 +25,8 @@ struct tx_op {
 	size_t dest_len;
 	enum address_kind dest_kind;
 	struct dest *target;       /* TX_SEND, during COMMIT: where it goes (NULL: nowhere) */
-	struct delivery_key key;   /* TX_ACK, TX_NACK */
+	struct delivery_key key;   /* TX_SETTLE */
+	enum settle how;           /* TX_SETTLE */
 	struct tx_op *next;
 };
 
@@ -44,7 +45,7 @@ struct tx *tx_begin(struct session *ss, const char *name, size_t len);
 int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
     enum address_kind kind);
 /* Hold an ACK or NACK until COMMIT.  -1 if out of memory. */
-int tx_add_settle(struct tx *t, const struct delivery_key *k, bool nack);
+int tx_add_settle(struct tx *t, const struct delivery_key *k, enum settle how);
 /* Apply every frame in order, then forget the transaction.  -1 if out of
  * memory: then nothing was applied, and the transaction is forgotten all the
  * same (its messages dropped). */

@@ -431,8 +431,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.max_header_line = 1024;
 	cfg.max_body_size = 32 * 1024;
 	cfg.max_subscriptions = 8;
-	cfg.max_queue_messages = (seed & 8) ? 3 : 50;
-	cfg.max_queue_bytes = (seed & 8) ? 1024 : 0;
+	cfg.policy.max_queue_messages = (seed & 8) ? 3 : 50;
+	cfg.policy.max_queue_bytes = (seed & 8) ? 1024 : 0;
 	cfg.max_memory = (seed & 16) ? 2048 : 1024 * 1024;
 	cfg.output_high_water = (seed & 32) ? 4096 : cfg.output_high_water;
 	cfg.message_cache = (seed & 64) ? 64 * 1024 : 0;

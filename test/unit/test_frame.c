@@ -111,6 +111,10 @@ static const struct {
 	{ HDR_SUBSCRIPTION, "subscription" },
 	{ HDR_TRANSACTION, "transaction" },
 	{ HDR_PREFETCH_COUNT, "prefetch-count" },
+	{ HDR_PRIORITY, "priority" },
+	{ HDR_EXPIRES, "expires" },
+	{ HDR_EXPIRATION, "expiration" },
+	{ HDR_SELECTOR, "selector" },
 };
 #define NHEADERS (sizeof(headers) / sizeof(headers[0]))
 
@@ -154,8 +158,8 @@ test_hdr_lookup_near_misses(void **state)
 		"message_id", "message-ids", "messageid", "passcodes", "pass", "prefetch-size",
 		"prefetch-counts", "prefetch_count", "receipt-id", "receipts", "reply_to",
 		"replyto", "subscriptions", "subscription-id", "transactions", "transaction-id",
-		"acceptversion", "accept-versions", "zz", "bb", "expires", "persistent",
-		"priority", "version", "session", "server", "content-length-x",
+		"acceptversion", "accept-versions", "zz", "bb", "expire", "expiress", "persistent",
+		"priorit", "priority-x", "expirations", "selectors", "Selector", "version", "session", "server", "content-length-x",
 		"xxxxxxxxxxxxxxxx", "accept-version-and-more-text-past-the-longest-name",
 	};
 	for (size_t i = 0; i < sizeof(misses) / sizeof(misses[0]); i++) {

@@ -281,7 +281,7 @@ publish(struct env *e, const char *queue, uint64_t id, size_t body_len, bool esc
 	assert_int_not_equal(m->seg, 0);
 	msg_ref(m);
 	uint64_t dropped = 0;
-	assert_int_equal(dest_publish(d, m, &dropped), 0);
+	dest_publish(d, m, &dropped);
 	return m;
 }
 

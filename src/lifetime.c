@@ -1,0 +1,106 @@
+/* lifetime.c - dead letters and the expiry timer (see lifetime.h).
+ *
+ * A dead message goes to the dead-letter queue of its queue's policy as a
+ * copy that says why (x-death-reason), where it was (x-original-destination)
+ * and when (x-death-time), under a new message-id.  A dead letter never dies
+ * into a dead-letter queue again, and a queue is never its own: either way
+ * it is dropped and counted, so nothing can loop.  With the journal, the
+ * copy's MSG record and the original's CONSUMED are one BATCH: after a
+ * crash the message is in one place or the other, never both or neither. */
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "eft/broker.h"
+#include "eft/config.h"
+#include "eft/lifetime.h"
+#include "eft/log.h"
+#include "eft/msg.h"
+#include "eft/policy.h"
+#include "eft/store.h"
+
+/* Expired messages are looked for this often; the issue asks for their
+ * memory back within a second. */
+#define EXPIRY_TICK_MS 100
+/* At most this many die per loop turn, so that a million expiring at once
+ * do not stall the loop: the rest wait for the next turn. */
+#define EXPIRY_BUDGET 20000
+
+_Static_assert(STAT_DROP_OVERFLOW == STAT_DROP_EXPIRED + DEATH_OVERFLOW,
+    "broker.h's dropped reasons follow dest.h's deaths");
+
+static uint64_t
+clock_ms(void *arg)
+{
+	return broker_now_ms(arg);
+}
+
+static const struct dest_policy *
+policy_of(void *arg, const char *name, size_t len)
+{
+	const struct broker *b = arg;
+	return config_policy(b->cfg, name, len);
+}
+
+static void
+dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
+{
+	struct broker *b = arg;
+	const char *dlq_name = dest_policy(d)->dead_letter_queue;
+	size_t dlq_len = strlen(dlq_name);
+	struct dest *dlq = NULL;
+	struct msg *copy = NULL;
+	if (dlq_len > 0 && !m->dead && !dest_is(d, dlq_name, dlq_len) &&
+	    (dlq = dests_get(&b->dests, dlq_name, dlq_len, DEST_QUEUE)) != NULL) {
+		copy = msg_dead_letter(&b->msg_pool, m, b->next_msg_id++, dlq_name, dlq_len,
+		    dest_death_name(why), b->dests.hooks.now_ms(b->dests.hooks.arg));
+		if (copy == NULL) {
+			log_error("out of memory: a message of %s that died (%s) was dropped, not sent "
+			    "to %s", dest_name(d), dest_death_name(why), dlq_name);
+			dests_release(&b->dests, dlq);
+		}
+	}
+	bool stored = copy != NULL && copy->persistent && b->store != NULL && dest_temp(dlq) == NULL;
+	if (b->store != NULL && (stored || m->seg != 0)) {
+		store_batch_begin(b->store);
+		if (stored && store_publish(b->store, dlq, copy) != 0)
+			log_error("out of memory: dead letter %llu in %s not stored",
+			    (unsigned long long)copy->id, dlq_name);
+		if (m->seg != 0)
+			store_consumed(b->store, m);
+		store_batch_end(b->store);
+	}
+	msg_unref(m);
+	if (copy == NULL) {
+		b->stats.dropped[STAT_DROP_EXPIRED + why]++;
+		return;
+	}
+	b->stats.dead_lettered[why]++;
+	dest_publish(dlq, copy, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+}
+
+static void
+expiry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	if (dests_expire(&b->dests, broker_now_ms(b), EXPIRY_BUDGET) == EXPIRY_BUDGET)
+		event_active(b->expiry_ev, EV_TIMEOUT, 0); /* more: next turn */
+}
+
+int
+lifetime_start(struct broker *b)
+{
+	b->dests.hooks = (struct dests_hooks){
+		.arg = b,
+		.now_ms = clock_ms,
+		.policy = policy_of,
+		.dead = dead,
+	};
+	struct timeval tv = { 0, EXPIRY_TICK_MS * 1000 };
+	b->expiry_ev = event_new(b->base, -1, EV_PERSIST, expiry_cb, b);
+	if (b->expiry_ev == NULL || event_add(b->expiry_ev, &tv) != 0)
+		return -1;
+	return 0;
+}
