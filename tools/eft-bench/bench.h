@@ -43,6 +43,8 @@ struct opts {
 	double rate;                /* stream/fanout --rate, messages/s; 0 = flat out */
 	const char *sub_headers[MAX_SUB_HEADERS]; /* --sub-header "name:value" */
 	int nsub_headers;
+	const char *send_headers[MAX_SUB_HEADERS]; /* --send-header "name:value" */
+	int nsend_headers;
 	bool rpc_subscribe;         /* clients SUBSCRIBE to the temp-queue themselves */
 	bool tls;                   /* --tls: speak TLS to the broker */
 	const char *ca;             /* --ca: PEM CA file; NULL = the system's CA store */

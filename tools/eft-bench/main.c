@@ -90,6 +90,9 @@ static const char common_help[] =
 "      --sub-header N:V  add header N:V to every SUBSCRIBE (repeatable), e.g.\n"
 "                        prefetch-count:500 (RabbitMQ, eftd) or\n"
 "                        activemq.prefetchSize:500 (ActiveMQ)\n"
+"      --send-header N:V add header N:V to every SEND (repeatable; rpc: the\n"
+"                        requests), e.g. priority:7 or expiration:60000, or a\n"
+"                        header that a --sub-header selector:... tests\n"
 "  -t, --timeout SECS    fail when nothing moves for this long (default 10)\n"
 "  -d, --duration SECS   hard limit on the whole invocation: when it expires the\n"
 "                        current run is reported as incomplete and the exit\n"
@@ -339,7 +342,7 @@ add_size(struct opts *o, size_t size)
 
 enum {
 	OPT_LOGIN = 256, OPT_PASSCODE, OPT_VHOST, OPT_SIZES, OPT_SWEEP, OPT_ACK, OPT_CSV,
-	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
+	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_SEND_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
 	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY, OPT_PERSISTENT,
 	OPT_RECEIPT_WINDOW,
 };
@@ -366,6 +369,7 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "sweep", no_argument, NULL, OPT_SWEEP },
 		{ "ack", required_argument, NULL, OPT_ACK },
 		{ "sub-header", required_argument, NULL, OPT_SUB_HEADER },
+		{ "send-header", required_argument, NULL, OPT_SEND_HEADER },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "csv", no_argument, NULL, OPT_CSV },
@@ -471,6 +475,13 @@ parse_options(int argc, char **argv, struct opts *o)
 			if (o->nsub_headers == MAX_SUB_HEADERS)
 				usage_error("--sub-header: at most %d", MAX_SUB_HEADERS);
 			o->sub_headers[o->nsub_headers++] = optarg;
+			break;
+		case OPT_SEND_HEADER:
+			if (strchr(optarg, ':') == NULL || optarg[0] == ':')
+				usage_error("--send-header: '%s' is not NAME:VALUE", optarg);
+			if (o->nsend_headers == MAX_SUB_HEADERS)
+				usage_error("--send-header: at most %d", MAX_SUB_HEADERS);
+			o->send_headers[o->nsend_headers++] = optarg;
 			break;
 		case 't':
 			o->timeout_ns = (uint64_t)(parse_seconds("--timeout", optarg) * 1e9);

@@ -271,7 +271,7 @@ mode_rpc(const struct opts *o, size_t size, int row, struct result *r)
 	rp.state = xcalloc((size_t)o->count, sizeof(*rp.state));
 	rp.clients = xcalloc((size_t)rp.nclients, sizeof(*rp.clients));
 	bench_dest_name(service, sizeof(service), o, "/queue/eft-bench-rpc", size, row);
-	sender_init(&rp.req, service, size, "reply-to:" RPC_TEMP_QUEUE, o->persistent);
+	sender_init(&rp.req, o, service, size, "reply-to:" RPC_TEMP_QUEUE);
 	r->conns = rp.nclients + 1;
 
 	rp.responder = session_open(&l, o, "responder");

@@ -140,14 +140,17 @@ session_note_server(const struct loop *l, struct result *r)
 /* ---- sending ---- */
 
 void
-sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header,
-    bool persistent)
+sender_init(struct sender *s, const struct opts *o, const char *dest, size_t size,
+    const char *extra_header)
 {
 	buf_init(&s->head, 256);
 	frame_begin(&s->head, "SEND");
 	frame_header(&s->head, "destination", dest);
 	if (extra_header != NULL)
 		frame_header_line(&s->head, extra_header);
+	for (int i = 0; i < o->nsend_headers; i++)
+		frame_header_line(&s->head, o->send_headers[i]);
+	bool persistent = o->persistent;
 	if (persistent)
 		frame_header(&s->head, "persistent", "true");
 	frame_header_u64(&s->head, "content-length", size);
@@ -295,7 +298,7 @@ producer_init(struct producer *p, struct conn *c, const struct opts *o, const ch
 {
 	memset(p, 0, sizeof(*p));
 	p->c = c;
-	sender_init(&p->snd, dest, size, NULL, o->persistent);
+	sender_init(&p->snd, o, dest, size, NULL);
 	p->window = (uint64_t)o->receipt_window;
 	p->n = n;
 	p->rate = rate;

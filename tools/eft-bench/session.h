@@ -45,10 +45,10 @@ struct sender {
 	size_t size;
 };
 
-/* extra_header ("name:value", or NULL) goes into every SEND, and so does
- * persistent:true when persistent is set. */
-void sender_init(struct sender *s, const char *dest, size_t size, const char *extra_header,
-    bool persistent);
+/* extra_header ("name:value", or NULL) goes into every SEND, and so do
+ * o's --send-header lines and persistent:true with --persistent. */
+void sender_init(struct sender *s, const struct opts *o, const char *dest, size_t size,
+    const char *extra_header);
 void sender_free(struct sender *s);
 /* Append SEND number seq: prefix, the already formatted header lines in
  * extra (may be empty), blank line, payload, NUL. */
