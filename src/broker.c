@@ -160,10 +160,7 @@ bool
 broker_queue_full(const struct broker *b, const struct dest *d)
 {
 	(void)b;
-	const struct dest_policy *p = dest_policy(d);
-	return p->overflow == OVERFLOW_BLOCK &&
-	    ((p->max_queue_messages && dest_depth(d) >= p->max_queue_messages) ||
-	    (p->max_queue_bytes && dest_bytes(d) >= p->max_queue_bytes));
+	return dest_full(d);
 }
 
 bool

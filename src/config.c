@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <libgen.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +14,8 @@
 
 #include "eft/config.h"
 
-enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_U64, T_LISTEN,
-	T_TLS_VERSION, T_STRING, T_WS_FRAME, T_FSYNC, T_OVERFLOW, T_QUEUE, T_POLICY };
+enum value_type { T_ADDR, T_PORT, T_LEVEL, T_BOOL, T_PATH, T_SIZE, T_UINT, T_LISTEN, T_TLS_VERSION,
+	T_STRING, T_WS_FRAME, T_FSYNC, T_OVERFLOW, T_QUEUE, T_POLICY };
 
 struct key_def {
 	const char *name;
@@ -24,15 +23,19 @@ struct key_def {
 	size_t offset;
 	uint64_t min, max;      /* T_SIZE, T_UINT */
 	bool repeats;           /* may be given more than once */
-	size_t size;            /* T_STRING: the field's size */
+	size_t size;            /* the field's size */
 };
 
-/* One table row; a field's size is only needed for T_STRING. */
+/* One table row.  A policy key's field is in struct config's policy, so
+ * that a policy line can parse into a struct dest_policy of its own. */
 #define KEY(id, key, t, field, lo, hi, rep) \
 	[id] = { .name = key, .type = t, .offset = offsetof(struct config, field), .min = lo, \
 		.max = hi, .repeats = rep, .size = sizeof(((struct config *)0)->field) }
 #define SIZE_KEY(id, key, field, lo, hi) KEY(id, key, T_SIZE, field, lo, hi, false)
 #define UINT_KEY(id, key, field, lo, hi) KEY(id, key, T_UINT, field, lo, hi, false)
+
+/* The longest message-ttl (365-day years). */
+#define TEN_YEARS_MS (10ull * 365 * 24 * 3600 * 1000)
 
 static const struct key_def keys[CFG_NKEYS] = {
 	KEY(CFG_BIND, "bind", T_ADDR, bind, 0, 0, false),
@@ -49,8 +52,7 @@ static const struct key_def keys[CFG_NKEYS] = {
 	    1ull << 40),
 	SIZE_KEY(CFG_MAX_QUEUE_BYTES, "max-queue-bytes", policy.max_queue_bytes, 0, 1ull << 50),
 	KEY(CFG_QUEUE_OVERFLOW, "queue-overflow", T_OVERFLOW, policy.overflow, 0, 0, false),
-	KEY(CFG_MESSAGE_TTL, "message-ttl", T_U64, policy.message_ttl_ms, 0,
-	    10ull * 366 * 86400 * 1000, false),
+	UINT_KEY(CFG_MESSAGE_TTL, "message-ttl", policy.message_ttl_ms, 0, TEN_YEARS_MS),
 	UINT_KEY(CFG_MAX_REDELIVERIES, "max-redeliveries", policy.max_redeliveries, 0, 1000000),
 	KEY(CFG_DEAD_LETTER_QUEUE, "dead-letter-queue", T_QUEUE, policy.dead_letter_queue, 0, 0,
 	    false),
@@ -111,6 +113,11 @@ config_defaults(struct config *cfg)
 	cfg->max_connections = 0;
 	cfg->max_output = 64u << 20;
 	cfg->policy.max_queue_messages = 10000000;
+	cfg->policy.max_queue_bytes = 0;
+	cfg->policy.overflow = OVERFLOW_BLOCK;
+	cfg->policy.message_ttl_ms = 0;
+	cfg->policy.max_redeliveries = 0;
+	cfg->policy.dead_letter_queue[0] = '\0';
 	cfg->max_memory = 0;
 	cfg->connect_timeout_ms = 10000;
 	cfg->frame_timeout_ms = 30000;
@@ -232,26 +239,43 @@ parse_listen(const char *value, struct config_listen *out, char *err, size_t err
 	return 0;
 }
 
-static int set_policy(struct config *cfg, const char *value, char *err, size_t errlen);
+static int parse_policy(struct config *, const char *, char *, size_t);
 
-/* A dead-letter queue: /queue/NAME, no wildcards, nothing a name cannot hold. */
-static bool
-queue_name_ok(const char *value)
+/* A dead-letter queue: one /queue/NAME, not a pattern; "" for none. */
+static int
+check_queue(const struct key_def *k, const char *value, char *err, size_t errlen)
 {
-	size_t n = strlen(value);
-	if (strncmp(value, "/queue/", 7) != 0 || n == 7 || n >= POLICY_NAME_MAX)
-		return false;
-	for (const char *p = value; *p != '\0'; p++)
-		if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '*' || *p == '>')
-			return false;
-	return true;
+	if (value[0] == '\0')
+		return 0;
+	if (strlen(value) >= k->size) {
+		snprintf(err, errlen, "%s: longer than %zu bytes", k->name, k->size - 1);
+		return -1;
+	}
+	if (strncmp(value, "/queue/", 7) != 0 || value[7] == '\0') {
+		snprintf(err, errlen, "%s: '%s' is not /queue/NAME", k->name, value);
+		return -1;
+	}
+	if (strpbrk(value, "*>") != NULL) {
+		snprintf(err, errlen, "%s: '%s' is a pattern: a dead-letter queue is one queue, "
+		    "without '*' or '>'", k->name, value);
+		return -1;
+	}
+	for (const char *s = value; *s != '\0'; s++) {
+		if ((unsigned char)*s <= ' ' || *s == 0x7f) {
+			snprintf(err, errlen, "%s: '%s' holds a space or a control character",
+			    k->name, value);
+			return -1;
+		}
+	}
+	return 0;
 }
 
-/* Parse value into the field of key k; -1 with a reason. */
+/* Parse value into field, key k's field in cfg or in a policy line's
+ * values; -1 with a reason, field as it was. */
 static int
-set_value(struct config *cfg, const struct key_def *k, const char *value, char *err, size_t errlen)
+set_value(struct config *cfg, const struct key_def *k, char *field, const char *value, char *err,
+    size_t errlen)
 {
-	char *field = (char *)cfg + k->offset;
 	uint64_t n;
 	switch (k->type) {
 	case T_ADDR:
@@ -322,15 +346,17 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 		}
 		snprintf(field, sizeof(cfg->tls_min_version), "%s", value);
 		return 0;
-	case T_LISTEN:
+	case T_LISTEN: {
+		struct config_listen l;
 		if (cfg->nlisten == CONFIG_MAX_LISTENERS) {
 			snprintf(err, errlen, "listen: at most %d listeners", CONFIG_MAX_LISTENERS);
 			return -1;
 		}
-		if (parse_listen(value, &cfg->listen[cfg->nlisten], err, errlen) != 0)
+		if (parse_listen(value, &l, err, errlen) != 0)
 			return -1;
-		cfg->nlisten++;
+		cfg->listen[cfg->nlisten++] = l;
 		return 0;
+	}
 	case T_OVERFLOW:
 		if (strcmp(value, "block") == 0)
 			*(enum queue_overflow *)field = OVERFLOW_BLOCK;
@@ -342,119 +368,103 @@ set_value(struct config *cfg, const struct key_def *k, const char *value, char *
 		}
 		return 0;
 	case T_QUEUE:
-		if (value[0] != '\0' && !queue_name_ok(value)) {
-			snprintf(err, errlen, "%s: '%s' is not a queue name (/queue/NAME, no spaces "
-			    "or wildcards, under %d bytes)", k->name, value, POLICY_NAME_MAX);
+		if (check_queue(k, value, err, errlen) != 0)
 			return -1;
-		}
-		snprintf(field, POLICY_NAME_MAX, "%s", value);
+		snprintf(field, k->size, "%s", value);
 		return 0;
 	case T_POLICY:
-		return set_policy(cfg, value, err, errlen);
+		return parse_policy(cfg, value, err, errlen);
 	case T_SIZE:
 	case T_UINT:
-	case T_U64:
 		if (parse_size(value, k->min, k->max, &n) != 0) {
 			snprintf(err, errlen, "%s: '%s' is not a number from %llu to %llu", k->name,
 			    value, (unsigned long long)k->min, (unsigned long long)k->max);
 			return -1;
 		}
-		if (k->type == T_UINT)
-			*(unsigned *)field = (unsigned)n;
-		else if (k->type == T_U64)
-			*(uint64_t *)field = n;
-		else
-			*(size_t *)field = (size_t)n;
+		/* As wide as the field: unsigned, uint32_t, size_t or uint64_t. */
+		if (k->size == sizeof(uint64_t))
+			memcpy(field, &n, sizeof(n));
+		else {
+			uint32_t n32 = (uint32_t)n;
+			memcpy(field, &n32, sizeof(n32));
+		}
 		return 0;
 	}
 	return -1;
 }
 
-/* The keys a policy line may give, in enum order from CFG_MAX_QUEUE_MESSAGES. */
-#define POLICY_FIRST CFG_MAX_QUEUE_MESSAGES
-#define POLICY_LAST CFG_DEAD_LETTER_QUEUE
+/* Where key k's field is in a struct dest_policy. */
+static size_t
+policy_offset(int k)
+{
+	return keys[k].offset - offsetof(struct config, policy);
+}
 
-/* PATTERN key=value ...: each value parsed as the global key's, into a
- * scratch config, then copied to the line's own policy. */
+/* `PATTERN key=value ...`: one more policy line in cfg.  The values are
+ * parsed by set_value as the global keys are.  -1 with a reason, cfg as
+ * it was. */
 static int
-set_policy(struct config *cfg, const char *value, char *err, size_t errlen)
+parse_policy(struct config *cfg, const char *value, char *err, size_t errlen)
 {
-	char words[1024];
-	if (strlen(value) >= sizeof(words)) {
-		snprintf(err, errlen, "policy: line too long");
-		return -1;
-	}
+	static const char ws[] = " \t\r\n\v\f";
+	struct config_policy p;
+	char line[1024], why[384], *save, *tok;
 	if (cfg->npolicies == CONFIG_MAX_POLICIES) {
-		snprintf(err, errlen, "policy: at most %d policies", CONFIG_MAX_POLICIES);
+		snprintf(err, errlen, "policy: at most %d policy lines", CONFIG_MAX_POLICIES);
 		return -1;
 	}
-	snprintf(words, sizeof(words), "%s", value);
-	char *save = NULL, *pattern = strtok_r(words, " \t", &save);
-	const char *why = pattern ? policy_pattern_check(pattern) : "it names no pattern";
-	if (why != NULL) {
-		snprintf(err, errlen, "policy: '%s': %s", pattern ? pattern : "", why);
+	if (strlen(value) >= sizeof(line)) {
+		snprintf(err, errlen, "policy: longer than %zu bytes", sizeof(line) - 1);
 		return -1;
 	}
-	struct config *scratch = malloc(sizeof(*scratch));
-	if (scratch == NULL) {
-		snprintf(err, errlen, "policy: out of memory");
+	memcpy(line, value, strlen(value) + 1);
+	const char *pattern = strtok_r(line, ws, &save);
+	if (pattern == NULL) {
+		snprintf(err, errlen, "policy: expected 'PATTERN key=value ...'");
 		return -1;
 	}
-	struct config_policy pol = { 0 };
-	snprintf(pol.pattern, sizeof(pol.pattern), "%s", pattern);
-	int rc = 0;
-	for (char *w; rc == 0 && (w = strtok_r(NULL, " \t", &save)) != NULL;) {
-		char *eq = strchr(w, '=');
-		int i = eq ? (*eq = '\0', find_key(w)) : -1;
-		if (eq == NULL) {
-			snprintf(err, errlen, "policy %s: '%s' is not key=value", pol.pattern, w);
-			rc = -1;
-		} else if (i < POLICY_FIRST || i > POLICY_LAST) {
-			snprintf(err, errlen, "policy %s: '%s' is not a setting a policy may give "
-			    "(max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
-			    "max-redeliveries, dead-letter-queue)", pol.pattern, w);
-			rc = -1;
-		} else if (pol.set & (1u << (i - POLICY_FIRST))) {
-			snprintf(err, errlen, "policy %s: '%s' is given twice", pol.pattern, w);
-			rc = -1;
-		} else if ((rc = set_value(scratch, &keys[i], eq + 1, err, errlen)) == 0) {
-			size_t at = keys[i].offset - offsetof(struct config, policy);
-			memcpy((char *)&pol.values + at, (char *)scratch + keys[i].offset, keys[i].size);
-			pol.set |= 1u << (i - POLICY_FIRST);
+	const char *bad = policy_pattern_check(pattern);
+	if (bad != NULL) {
+		snprintf(err, errlen, "policy: pattern '%s' %s", pattern, bad);
+		return -1;
+	}
+	memset(&p, 0, sizeof(p));
+	snprintf(p.pattern, sizeof(p.pattern), "%s", pattern);
+	while ((tok = strtok_r(NULL, ws, &save)) != NULL) {
+		char *eq = strchr(tok, '=');
+		if (eq == NULL || eq == tok) {
+			snprintf(err, errlen, "policy %s: '%s' is not key=value (no spaces around '=')",
+			    pattern, tok);
+			return -1;
 		}
-	}
-	free(scratch);
-	if (rc == 0 && pol.set == 0) {
-		snprintf(err, errlen, "policy %s: give at least one key=value", pol.pattern);
-		rc = -1;
-	}
-	if (rc == 0)
-		cfg->policies[cfg->npolicies++] = pol;
-	return rc;
-}
-
-/* The keys a policy line did not give come from the globals. */
-static void
-complete_policies(struct config *cfg)
-{
-	for (size_t p = 0; p < cfg->npolicies; p++) {
-		struct config_policy *pol = &cfg->policies[p];
-		for (int i = POLICY_FIRST; i <= POLICY_LAST; i++) {
-			if (pol->set & (1u << (i - POLICY_FIRST)))
-				continue;
-			size_t at = keys[i].offset - offsetof(struct config, policy);
-			memcpy((char *)&pol->values + at, (char *)cfg + keys[i].offset, keys[i].size);
+		*eq = '\0';
+		int k = find_key(tok);
+		if (k < CONFIG_POLICY_FIRST || k > CONFIG_POLICY_LAST) {
+			size_t n = (size_t)snprintf(why, sizeof(why), "one of");
+			for (int i = CONFIG_POLICY_FIRST; i <= CONFIG_POLICY_LAST && n < sizeof(why); i++)
+				n += (size_t)snprintf(why + n, sizeof(why) - n, " %s%s", keys[i].name,
+				    i < CONFIG_POLICY_LAST ? "," : "");
+			snprintf(err, errlen, "policy %s: '%s' is not a policy key (%s)", pattern, tok,
+			    why);
+			return -1;
 		}
+		if (p.set & CONFIG_POLICY_BIT(k)) {
+			snprintf(err, errlen, "policy %s: '%s' is given twice", pattern, tok);
+			return -1;
+		}
+		if (set_value(cfg, &keys[k], (char *)&p.values + policy_offset(k), eq + 1, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "policy %s: %s", pattern, why);
+			return -1;
+		}
+		p.set |= CONFIG_POLICY_BIT(k);
 	}
-}
-
-const struct dest_policy *
-config_policy(const struct config *cfg, const char *name, size_t len)
-{
-	for (size_t i = 0; i < cfg->npolicies; i++)
-		if (policy_match(cfg->policies[i].pattern, name, len))
-			return &cfg->policies[i].values;
-	return &cfg->policy;
+	if (p.set == 0) {
+		snprintf(err, errlen, "policy %s: no key=value settings", pattern);
+		return -1;
+	}
+	cfg->policies[cfg->npolicies++] = p;
+	return 0;
 }
 
 int
@@ -465,11 +475,17 @@ config_set(struct config *cfg, const char *key, const char *value, char *err, si
 		snprintf(err, errlen, "unknown setting '%s'", key);
 		return -1;
 	}
-	/* Flags override the file: the first --listen replaces its listeners. */
-	if (i == CFG_LISTEN && cfg->origin[i] != CONFIG_FLAG)
-		cfg->nlisten = 0;
-	if (set_value(cfg, &keys[i], value, err, errlen) != 0)
+	/* Flags override the file: the first --listen replaces its listeners,
+	 * the first --policy its policy lines. */
+	size_t *count = i == CFG_LISTEN ? &cfg->nlisten : i == CFG_POLICY ? &cfg->npolicies : NULL;
+	size_t before = count != NULL ? *count : 0;
+	if (count != NULL && cfg->origin[i] != CONFIG_FLAG)
+		*count = 0;
+	if (set_value(cfg, &keys[i], (char *)cfg + keys[i].offset, value, err, errlen) != 0) {
+		if (count != NULL)
+			*count = before;
 		return -1;
+	}
 	cfg->origin[i] = CONFIG_FLAG;
 	return 0;
 }
@@ -526,7 +542,8 @@ load_line(struct config *cfg, char *s, int lineno, char *reason, size_t reasonle
 		    key, cfg->origin[i], lineno);
 		return -1;
 	}
-	if (set_value(cfg, &keys[i], trim(eq + 1), reason, reasonlen) != 0)
+	if (set_value(cfg, &keys[i], (char *)cfg + keys[i].offset, trim(eq + 1), reason,
+	    reasonlen) != 0)
 		return -1;
 	cfg->origin[i] = lineno;
 	return 0;
@@ -723,6 +740,22 @@ config_check(struct config *cfg, char *err, size_t errlen)
 	if (check_pair(cfg, CFG_OUTPUT_HIGH_WATER, cfg->max_output - 1, CFG_MAX_OUTPUT,
 	    "not below", "", cfg->max_output / 2, err, errlen) != 0)
 		return -1;
-	complete_policies(cfg);
+	/* Only now are the global settings final, wherever the file gave them. */
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		struct config_policy *p = &cfg->policies[i];
+		for (int k = CONFIG_POLICY_FIRST; k <= CONFIG_POLICY_LAST; k++)
+			if (!(p->set & CONFIG_POLICY_BIT(k)))
+				memcpy((char *)&p->values + policy_offset(k),
+				    (char *)&cfg->policy + policy_offset(k), keys[k].size);
+	}
 	return 0;
+}
+
+const struct dest_policy *
+config_policy(const struct config *cfg, const char *name, size_t len)
+{
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		if (policy_match(cfg->policies[i].pattern, name, len))
+			return &cfg->policies[i].values;
+	return &cfg->policy;
 }

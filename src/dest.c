@@ -37,6 +37,7 @@ struct dest {
 	enum dest_kind kind;
 	struct dests *owner;
 	const struct dest_policy *policy;
+	bool plain;                           /* no message-ttl, overflow blocks: the common path */
 	struct msgq q;                        /* queues only */
 	size_t holds;                         /* COMMITs being applied to it */
 	uint64_t pops;                        /* messages taken off the queue, ever */
@@ -296,6 +297,7 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->kind = kind;
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
+	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
@@ -598,16 +600,22 @@ dest_sub_remove(struct dest *d, struct sub *s)
 	d->nselective -= s->selector != NULL;
 }
 
+/* A starved subscriber goes back on the ready list only if there is
+ * something new for it to look at. */
+static __attribute__((noinline)) bool
+unstarve(struct dest *d, struct sub *s)
+{
+	if (!worth_rescan(d, s))
+		return false;
+	starved_remove(d, s);
+	return true;
+}
+
 void
 dest_ready_add(struct dest *d, struct sub *s)
 {
-	if (s->in_ready)
+	if (s->in_ready || (__builtin_expect(s->starved, 0) && !unstarve(d, s)))
 		return;
-	if (s->starved) {
-		if (!worth_rescan(d, s))
-			return;
-		starved_remove(d, s);
-	}
 	s->in_ready = true;
 	s->ready_next = NULL;
 	s->ready_prev = d->ready_tail;
@@ -663,7 +671,7 @@ deliver(struct dest *d, struct sub *s, struct msg *m)
 }
 
 /* Hand queued message m to s, and list s again if it may take more. */
-static int
+static inline __attribute__((always_inline)) int
 hand(struct dest *d, struct sub *s, struct msg *m)
 {
 	q_take(d, m);
@@ -835,14 +843,25 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 		msg_unref(m);
 		return;
 	}
-	if (d->policy->message_ttl_ms != 0)
-		dest_stamp(d, m); /* later than now: it did not expire */
-	if (d->starved_head != NULL && offer(d, m))
-		return;
-	if (d->policy->overflow == OVERFLOW_DROP_HEAD)
-		make_room(d, m);
+	if (__builtin_expect(!d->plain || d->starved_head != NULL, 0)) {
+		if (d->policy->message_ttl_ms != 0)
+			dest_stamp(d, m); /* later than now: it did not expire */
+		if (d->starved_head != NULL && offer(d, m))
+			return;
+		if (d->policy->overflow == OVERFLOW_DROP_HEAD)
+			make_room(d, m);
+	}
 	q_push_back(d, m);
 	dest_dispatch(d);
+}
+
+bool
+dest_full(const struct dest *d)
+{
+	const struct dest_policy *p = d->policy;
+	return p->overflow == OVERFLOW_BLOCK &&
+	    ((p->max_queue_messages && d->q.count >= p->max_queue_messages) ||
+	    (p->max_queue_bytes && d->q.bytes >= p->max_queue_bytes));
 }
 
 int

@@ -8,6 +8,10 @@
  * copy's MSG record and the original's CONSUMED are one BATCH: after a
  * crash the message is in one place or the other, never both or neither. */
 #include <string.h>
+#include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <event2/event.h>
 
@@ -22,9 +26,14 @@
 /* Expired messages are looked for this often; the issue asks for their
  * memory back within a second. */
 #define EXPIRY_TICK_MS 100
-/* At most this many die per loop turn, so that a million expiring at once
- * do not stall the loop: the rest wait for the next turn. */
-#define EXPIRY_BUDGET 20000
+/* Messages die in chunks of this many, for at most EXPIRY_TURN_US of one
+ * loop turn, so that a million expiring at once do not stall the loop: the
+ * rest wait for the next turn. */
+#define EXPIRY_CHUNK 1024
+#define EXPIRY_TURN_US 2000
+/* After this much message memory died, what malloc holds free goes back to
+ * the system (else RSS stays at its peak). */
+#define EXPIRY_TRIM_BYTES (64u << 20)
 
 _Static_assert(STAT_DROP_OVERFLOW == STAT_DROP_EXPIRED + DEATH_OVERFLOW,
     "broker.h's dropped reasons follow dest.h's deaths");
@@ -79,14 +88,42 @@ dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
 	dest_publish(dlq, copy, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 }
 
+static uint64_t
+monotonic_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static void
 expiry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct broker *b = arg;
-	if (dests_expire(&b->dests, broker_now_ms(b), EXPIRY_BUDGET) == EXPIRY_BUDGET)
-		event_active(b->expiry_ev, EV_TIMEOUT, 0); /* more: next turn */
+	uint64_t now = b->dests.hooks.now_ms(b), start = 0;
+	size_t live = b->msg_pool.live_bytes;
+	bool more;
+	while ((more = dests_expire(&b->dests, now, EXPIRY_CHUNK) == EXPIRY_CHUNK)) {
+		uint64_t t = monotonic_us();
+		if (start == 0)
+			start = t;
+		else if (t - start >= EXPIRY_TURN_US)
+			break;
+	}
+	if (live > b->msg_pool.live_bytes)
+		b->expired_bytes += live - b->msg_pool.live_bytes;
+	if (more) {
+		event_active(b->expiry_ev, EV_TIMEOUT, 0); /* the rest, next turn */
+		return;
+	}
+#ifdef __GLIBC__
+	if (b->expired_bytes >= EXPIRY_TRIM_BYTES) {
+		malloc_trim(0);
+		b->expired_bytes = 0;
+	}
+#endif
 }
 
 int

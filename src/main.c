@@ -42,6 +42,11 @@ usage(FILE *out)
 	    "      --recover          start even if the journal has damaged records,\n"
 	    "                         skipping them (they are counted in the log)\n"
 	    "  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
+	    "      --policy 'PATTERN KEY=VALUE ...'\n"
+	    "                         queue limits, overflow, message TTL and dead letters for\n"
+	    "                         the destinations matching PATTERN (see etc/eftd.conf);\n"
+	    "                         repeat for several, the first match wins; replaces the\n"
+	    "                         config file's policy lines\n"
 	    "  -V, --version          print the version and exit\n"
 	    "  -h, --help             print this help and exit\n"
 	    "\n"
@@ -177,13 +182,14 @@ main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "data-dir", required_argument, NULL, 'd' },
 		{ "recover", no_argument, NULL, 'R' },
+		{ "policy", required_argument, NULL, 'P' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config_path = NULL;
 	/* Flags are applied after the file, so remember them in order. */
-	enum { MAX_FLAGS = 8 + CONFIG_MAX_LISTENERS };
+	enum { MAX_FLAGS = 8 + CONFIG_MAX_LISTENERS + CONFIG_MAX_POLICIES };
 	const char *flag_key[MAX_FLAGS];
 	const char *flag_val[MAX_FLAGS];
 	int nflags = 0, opt;
@@ -191,14 +197,14 @@ main(int argc, char **argv)
 	opterr = 0; /* one line of our own instead of getopt's */
 	while ((opt = getopt_long(argc, argv, ":L:b:p:c:l:d:Vh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'L': case 'b': case 'p': case 'l': case 'd': case 'R':
+		case 'L': case 'b': case 'p': case 'l': case 'd': case 'R': case 'P':
 			if (nflags == MAX_FLAGS) {
 				fprintf(stderr, "eftd: too many flags\n");
 				return 1;
 			}
 			flag_key[nflags] = opt == 'L' ? "listen" : opt == 'b' ? "bind" :
 			    opt == 'p' ? "port" : opt == 'd' ? "data-dir" : opt == 'R' ? "recover" :
-			    "log-level";
+			    opt == 'P' ? "policy" : "log-level";
 			flag_val[nflags++] = opt == 'R' ? "yes" : optarg;
 			break;
 		case 'c':

@@ -1,8 +1,16 @@
-/* policy.c - matching destination names against policy patterns (see
- * policy.h).  No allocation: a pattern is matched as it is written. */
+/* policy.c - destination name patterns for per-destination policies.
+ *
+ * Names and patterns are walked segment by segment, side by side, with no
+ * allocation and no copy: a destination's policy is looked up once, when it
+ * is made, but names come from clients and may be any bytes of any length.
+ * '*' and '>' need a non-empty segment, so "/queue/a.*" does not match
+ * "/queue/a." and "/queue/>" does not match "/queue/". */
 #include <string.h>
 
 #include "eft/policy.h"
+
+/* The error text below says so. */
+_Static_assert(POLICY_NAME_MAX == 256, "policy_pattern_check's 'longer than 255 bytes'");
 
 static bool
 is_sep(char c)
@@ -10,60 +18,70 @@ is_sep(char c)
 	return c == '/' || c == '.';
 }
 
+/* Bytes of s (n of them) before the first separator. */
+static size_t
+seg_len(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n && !is_sep(s[i]))
+		i++;
+	return i;
+}
+
 bool
 policy_match(const char *pattern, const char *name, size_t len)
 {
+	const char *p = pattern;
 	size_t i = 0;
-	bool seg_start = true;
-	for (const char *p = pattern; *p != '\0'; p++) {
-		bool whole = seg_start && (p[1] == '\0' || is_sep(p[1]));
-		if (whole && *p == '>' && p[1] == '\0')
-			return i < len; /* one or more segments: the rest */
-		if (whole && *p == '*') {
-			size_t start = i;
-			while (i < len && !is_sep(name[i]))
-				i++;
-			if (i == start)
+	for (;;) {
+		size_t plen = strcspn(p, "/.");
+		size_t nlen = seg_len(name + i, len - i);
+		if (plen == 1 && p[0] == '>' && p[1] == '\0')
+			return nlen > 0;
+		if (plen == 1 && p[0] == '*') {
+			if (nlen == 0)
 				return false;
-			seg_start = false;
-			continue;
-		}
-		if (i >= len || name[i] != *p)
+		} else if (plen != nlen || memcmp(p, name + i, plen) != 0)
 			return false;
-		seg_start = is_sep(*p);
+		p += plen;
+		i += nlen;
+		/* Both end here, or both go on past the same separator. */
+		if (*p == '\0' || i == len)
+			return *p == '\0' && i == len;
+		if (*p != name[i])
+			return false;
+		p++;
 		i++;
 	}
-	return i == len;
 }
 
 const char *
 policy_pattern_check(const char *pattern)
 {
-	static const char *const kinds[] = { "/queue/", "/topic/", "/temp-queue/" };
-	size_t n = strlen(pattern), prefix = 0;
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-		if (strncmp(pattern, kinds[k], strlen(kinds[k])) == 0)
-			prefix = strlen(kinds[k]);
-	if (prefix == 0)
-		return "a pattern starts with /queue/, /topic/ or /temp-queue/";
-	if (n >= POLICY_NAME_MAX)
-		return "the pattern is too long";
-	if (n == prefix)
-		return "the pattern names no destination after its kind (use > for all of them)";
-	for (size_t i = 0; i < n; i++) {
-		char c = pattern[i];
-		bool starts = i == 0 || is_sep(pattern[i - 1]), ends = i + 1 == n ||
-		    is_sep(pattern[i + 1]);
-		if ((unsigned char)c <= ' ' || c == 0x7f)
-			return "a pattern may not hold spaces or control characters";
-		if (is_sep(c) && i > 0 && is_sep(pattern[i - 1]))
-			return "a pattern may not hold an empty segment";
-		if (is_sep(c) && i + 1 == n)
-			return "a pattern may not end with a separator";
-		if ((c == '*' || c == '>') && (!starts || !ends))
-			return "* and > stand for whole segments (between / or .)";
-		if (c == '>' && i + 1 != n)
-			return "> may only be the last segment";
+	static const char *const prefixes[] = { "/queue/", "/topic/", "/temp-queue/" };
+	size_t len = strnlen(pattern, POLICY_NAME_MAX);
+	if (len == POLICY_NAME_MAX)
+		return "is longer than 255 bytes";
+	for (const char *s = pattern; *s != '\0'; s++)
+		if ((unsigned char)*s <= ' ' || *s == 0x7f)
+			return "holds a space or a control character";
+	const char *rest = NULL;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(pattern, prefixes[i], strlen(prefixes[i])) == 0)
+			rest = pattern + strlen(prefixes[i]);
+	if (rest == NULL)
+		return "does not start with /queue/, /topic/ or /temp-queue/";
+	for (;;) {
+		size_t n = strcspn(rest, "/.");
+		if (n == 0)
+			return "has an empty segment (two separators in a row, or nothing after one)";
+		bool wild = memchr(rest, '*', n) != NULL || memchr(rest, '>', n) != NULL;
+		if (wild && n > 1)
+			return "has '*' or '>' inside a segment: they stand only for a whole segment";
+		if (rest[0] == '>' && rest[1] != '\0')
+			return "has '>' before its last segment: '>' may only end a pattern";
+		if (rest[n] == '\0')
+			return NULL;
+		rest += n + 1;
 	}
-	return NULL;
 }

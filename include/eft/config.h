@@ -61,11 +61,17 @@ enum config_key {
 #define CONFIG_MAX_LISTENERS 16
 #define CONFIG_MAX_POLICIES 64
 
+/* The keys a policy line may give: the global ones from max-queue-messages
+ * to dead-letter-queue, one bit each in config_policy's set. */
+#define CONFIG_POLICY_FIRST CFG_MAX_QUEUE_MESSAGES
+#define CONFIG_POLICY_LAST CFG_DEAD_LETTER_QUEUE
+#define CONFIG_POLICY_BIT(k) (1u << ((k) - CONFIG_POLICY_FIRST))
+
 /* One `policy = PATTERN key=value ...` line. */
 struct config_policy {
 	char pattern[POLICY_NAME_MAX];
-	unsigned set;              /* bit (key - CFG_MAX_QUEUE_MESSAGES): given on the line */
-	struct dest_policy values; /* after config_check, complete: the rest from the globals */
+	unsigned set;              /* CONFIG_POLICY_BIT of each key the line gives */
+	struct dest_policy values; /* after config_check, the globals where set has no bit */
 };
 
 /* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
@@ -96,9 +102,9 @@ struct config {
 	size_t max_subscriptions;  /* per connection */
 	size_t max_connections;    /* in total; 0: as many as the open-file limit allows */
 	size_t max_output;         /* pending output before a connection is cut off as too slow */
-	struct dest_policy policy; /* the global queue settings: max-queue-*, queue-overflow,
-	                              message-ttl, max-redeliveries, dead-letter-queue */
-	struct config_policy policies[CONFIG_MAX_POLICIES];
+	struct dest_policy policy; /* queue limits, overflow, TTL, dead letters: where no policy
+	                              line matches, and what a line does not give */
+	struct config_policy policies[CONFIG_MAX_POLICIES]; /* as given; the first match wins */
 	size_t npolicies;
 	size_t max_memory;         /* all messages held; producers wait above it; 0: 40% of RAM */
 	unsigned connect_timeout_ms; /* from accept to CONNECT */
@@ -127,10 +133,6 @@ struct config {
 	char path[PATH_MAX];       /* the config file read, or "" */
 };
 
-/* The policy of destination name (len bytes): the first policy line
- * matching it, else the global settings. */
-const struct dest_policy *config_policy(const struct config *cfg, const char *name, size_t len);
-
 void config_defaults(struct config *cfg);
 /* Is l the admin HTTP listener? */
 bool config_listen_is_http(const struct config_listen *l);
@@ -138,12 +140,13 @@ bool config_listen_is_http(const struct config_listen *l);
  * machine reaches it. */
 bool config_host_is_loopback(const char *host);
 /* Set one key, as a command-line flag does; 0 on success, -1 with a reason
- * in err.  The first `listen` flag replaces the file's listeners; later ones
- * add to them. */
+ * in err, cfg unchanged.  The first `listen` flag replaces the file's
+ * listeners, the first `policy` flag its policy lines; later ones add to
+ * them. */
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen);
 /* Read a key = value file ('#' comments, blank lines).  A key given twice is
- * an error (but `listen` may repeat); a relative file setting (users-file,
- * tls-*-file) is taken relative to the file's folder.  -1 with
+ * an error (but `listen` and `policy` may repeat); a relative file setting
+ * (users-file, tls-*-file) is taken relative to the file's folder.  -1 with
  * "path:line: reason" in err. */
 int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
 /* After the file and the flags: settings that contradict each other are an
@@ -151,7 +154,12 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
  * setting (max-body-size, max-header-line, output-high-water) follow it.
  * With no STOMP `listen` (none, or only http://), the one STOMP listener is
  * tcp://bind:port.  An http:// listener must be on loopback unless a
- * users-file says who may use it. */
+ * users-file says who may use it.  Each policy line's keys it does not give
+ * are filled in from the global settings. */
 int config_check(struct config *cfg, char *err, size_t errlen);
+/* The policy of the destination name (len bytes, not NUL-terminated; any
+ * name, broker-internal ones too): the values of the first policy line whose
+ * pattern matches, else the global settings.  After config_check. */
+const struct dest_policy *config_policy(const struct config *cfg, const char *name, size_t len);
 
 #endif

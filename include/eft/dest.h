@@ -140,6 +140,9 @@ void dest_stamp(struct dest *d, struct msg *m);
  * topic delivery that fails for want of memory is dropped for that
  * subscriber and counted in *dropped; so is one that already expired. */
 void dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
+/* Is queue d at a limit of its policy that makes producers wait (overflow
+ * block, max-queue-messages or max-queue-bytes)? */
+bool dest_full(const struct dest *d);
 /* A queue message handed out comes back unacknowledged: it goes to the head
  * of its priority, marked redelivered, or dies if it came back more than
  * max-redeliveries times.  Takes the reference. */

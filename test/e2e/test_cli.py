@@ -194,6 +194,57 @@ class CliTest(BrokerTest):
             os.unlink(b.log_path)
         self.assertEqual(rc, 0)
 
+    def test_policies_and_their_keys_are_accepted(self):
+        text = ("queue-overflow = drop-head\n"
+                "message-ttl = 60000\n"
+                "max-redeliveries = 5\n"
+                "dead-letter-queue = /queue/dead\n"
+                "policy = /queue/orders.> max-queue-messages=100 "
+                "dead-letter-queue=/queue/orders.dlq\n"
+                "policy = /topic/* message-ttl=0 queue-overflow=block   # a comment\n")
+        b = Broker(config=text, args=["--policy", "/queue/x.* max-redeliveries=1",
+                                      "--policy", "/temp-queue/> max-queue-bytes=1m"]).start()
+        try:
+            c = RawClient(b.port)
+            c.connect()
+            c.send_frame("SEND", [("destination", "/queue/orders.new"), ("receipt", "r")], "x")
+            expect_receipt(c, "r")
+            c.close()
+        finally:
+            rc = b.stop()
+            os.unlink(b.log_path)
+        self.assertEqual(rc, 0)
+
+    def test_bad_policy_line_names_file_and_line(self):
+        cases = (
+            ("policy = /queue/a nope=1\n", "policy /queue/a: 'nope' is not a policy key"),
+            ("policy = /queue/a message-ttl=1 message-ttl=2\n",
+             "policy /queue/a: 'message-ttl' is given twice"),
+            ("policy = /queue/a max-redeliveries=lots\n",
+             "policy /queue/a: max-redeliveries: 'lots' is not a number from 0 to 1000000"),
+            ("policy = /queue/a\n", "policy /queue/a: no key=value settings"),
+            ("policy = /queue/a* message-ttl=1\n", "policy: pattern '/queue/a*' has '*' or '>'"),
+            ("dead-letter-queue = /topic/d\n", "dead-letter-queue: '/topic/d' is not /queue/NAME"),
+            ("queue-overflow = reject\n", "queue-overflow: 'reject' is not block or drop-head"),
+        )
+        for text, needle in cases:
+            with self.subTest(text=text):
+                path = self.write_config("max-headers = 100\n" + text)
+                self.assert_one_line_failure(run_eftd("-c", path, "-p", "0"),
+                                             "%s:2: " % path, needle)
+
+    def test_bad_policy_flag(self):
+        r = run_eftd("-p", "0", "--policy", "/queues/a message-ttl=1")
+        self.assert_one_line_failure(r, "--policy", "pattern '/queues/a' does not start with")
+        self.assert_one_line_failure(run_eftd("-p", "0", "--policy", "/queue/a message-ttl"),
+                                     "'message-ttl' is not key=value")
+        self.assert_one_line_failure(run_eftd("-p", "0", "--policy"), "--policy")
+
+    def test_help_documents_policy(self):
+        r = run_eftd("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--policy 'PATTERN KEY=VALUE ...'", r.stdout)
+
     # ---- logging ----
 
     def test_log_level_error_is_quiet(self):

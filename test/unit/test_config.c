@@ -82,6 +82,13 @@ test_defaults(void **state)
 	assert_int_equal(cfg.max_header_line, 64u * 1024);
 	assert_int_equal(cfg.heartbeat_min_ms, 1000);
 	assert_int_equal(cfg.output_high_water, 512u * 1024);
+	assert_int_equal(cfg.policy.max_queue_messages, 10000000);
+	assert_int_equal(cfg.policy.max_queue_bytes, 0);
+	assert_int_equal(cfg.policy.overflow, OVERFLOW_BLOCK);
+	assert_int_equal(cfg.policy.message_ttl_ms, 0);
+	assert_int_equal(cfg.policy.max_redeliveries, 0);
+	assert_string_equal(cfg.policy.dead_letter_queue, "");
+	assert_int_equal(cfg.npolicies, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -705,6 +712,588 @@ test_load_users_file_beside_config(void **state)
 	rmdir(dir);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The global policy keys                                                    */
+
+/* Set key = value, which must fail with exactly the text want. */
+static void
+set_err(struct config *cfg, const char *key, const char *value, const char *want)
+{
+	struct config before;
+	memcpy(&before, cfg, sizeof(before));
+	char err[512] = "";
+	if (config_set(cfg, key, value, err, sizeof(err)) != -1) {
+		print_error("config_set(%s, '%s') should have failed\n", key, value);
+		fail();
+	}
+	assert_string_equal(err, want);
+	assert_memory_equal(cfg, &before, sizeof(before));
+}
+
+#define TEN_YEARS_MS (10ull * 365 * 24 * 3600 * 1000)
+
+/* The numeric policy keys: where each lives, how wide, the largest value. */
+static const struct {
+	enum config_key id;
+	const char *key;
+	size_t offset, width;
+	uint64_t max;
+} policy_numbers[] = {
+	{ CFG_MAX_QUEUE_MESSAGES, "max-queue-messages",
+	    offsetof(struct config, policy.max_queue_messages), 8, 1ull << 40 },
+	{ CFG_MAX_QUEUE_BYTES, "max-queue-bytes", offsetof(struct config, policy.max_queue_bytes),
+	    8, 1ull << 50 },
+	{ CFG_MESSAGE_TTL, "message-ttl", offsetof(struct config, policy.message_ttl_ms), 8,
+	    TEN_YEARS_MS },
+	{ CFG_MAX_REDELIVERIES, "max-redeliveries", offsetof(struct config, policy.max_redeliveries),
+	    4, 1000000 },
+};
+
+static uint64_t
+policy_number(const struct config *cfg, size_t i)
+{
+	const char *p = (const char *)cfg + policy_numbers[i].offset;
+	if (policy_numbers[i].width == 4) {
+		uint32_t v;
+		memcpy(&v, p, sizeof(v));
+		return v;
+	}
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Each from 0 to its limit, in its own field only, with the reason naming
+ * the range. */
+static void
+test_set_policy_numbers(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "", "-1", "+1", " 1", "1 ", "1x", "1.5", "0x10", "1e3",
+		"99999999999999999999" };
+	for (size_t i = 0; i < sizeof(policy_numbers) / sizeof(policy_numbers[0]); i++) {
+		const char *key = policy_numbers[i].key;
+		uint64_t max = policy_numbers[i].max;
+		struct config def, cfg;
+		config_defaults(&def);
+		config_defaults(&cfg);
+		char v[32], want[128];
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)max);
+		set_ok(&cfg, key, v);
+		assert_true(policy_number(&cfg, i) == max);
+		set_ok(&cfg, key, "0");
+		assert_true(policy_number(&cfg, i) == 0);
+		set_ok(&cfg, key, "2k");
+		assert_true(policy_number(&cfg, i) == 2048);
+		set_ok(&cfg, key, "123456");
+		assert_true(policy_number(&cfg, i) == 123456);
+
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)max + 1);
+		snprintf(want, sizeof(want), "%s: '%s' is not a number from 0 to %llu", key, v,
+		    (unsigned long long)max);
+		set_err(&cfg, key, v, want);
+		for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++)
+			set_bad(&cfg, key, bad[j], key);
+
+		/* Only its own field changed, and the flag is remembered. */
+		enum config_key k = policy_numbers[i].id;
+		assert_int_equal(cfg.origin[k], CONFIG_FLAG);
+		cfg.origin[k] = CONFIG_DEFAULT;
+		memcpy((char *)&cfg + policy_numbers[i].offset,
+		    (char *)&def + policy_numbers[i].offset, policy_numbers[i].width);
+		assert_memory_equal(&cfg, &def, sizeof(def));
+	}
+	/* 10 years is the longest TTL, to the millisecond. */
+	struct config cfg;
+	config_defaults(&cfg);
+	set_ok(&cfg, "message-ttl", "315360000000");
+	assert_true(cfg.policy.message_ttl_ms == 315360000000ull);
+	set_bad(&cfg, "message-ttl", "315360000001", "message-ttl");
+	set_bad(&cfg, "max-redeliveries", "1000001", "max-redeliveries");
+	set_bad(&cfg, "max-redeliveries", "4294967296", "max-redeliveries");
+	assert_int_equal(cfg.policy.max_redeliveries, 0);
+}
+
+static void
+test_set_queue_overflow(void **state)
+{
+	(void)state;
+	struct config cfg;
+	config_defaults(&cfg);
+	set_ok(&cfg, "queue-overflow", "drop-head");
+	assert_int_equal(cfg.policy.overflow, OVERFLOW_DROP_HEAD);
+	assert_int_equal(cfg.origin[CFG_QUEUE_OVERFLOW], CONFIG_FLAG);
+	set_ok(&cfg, "queue-overflow", "block");
+	assert_int_equal(cfg.policy.overflow, OVERFLOW_BLOCK);
+	set_ok(&cfg, "queue-overflow", "drop-head");
+	static const char *const bad[] = { "", "Block", "DROP-HEAD", "drop_head", "drop-tail",
+		"reject-publish", "drop-head ", "1", "yes" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[128];
+		snprintf(want, sizeof(want), "queue-overflow: '%s' is not block or drop-head", bad[i]);
+		set_err(&cfg, "queue-overflow", bad[i], want);
+	}
+	assert_int_equal(cfg.policy.overflow, OVERFLOW_DROP_HEAD);
+}
+
+static void
+test_set_dead_letter_queue(void **state)
+{
+	(void)state;
+	struct config cfg;
+	config_defaults(&cfg);
+	static const char *const good[] = { "/queue/dlq", "/queue/a.b/c", "/queue/orders.dlq",
+		"/queue/caf\xc3\xa9", "/queue/a..b" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		set_ok(&cfg, "dead-letter-queue", good[i]);
+		assert_string_equal(cfg.policy.dead_letter_queue, good[i]);
+	}
+	assert_int_equal(cfg.origin[CFG_DEAD_LETTER_QUEUE], CONFIG_FLAG);
+	/* Empty: none (a policy line can turn a global one off). */
+	set_ok(&cfg, "dead-letter-queue", "");
+	assert_string_equal(cfg.policy.dead_letter_queue, "");
+
+	char longest[POLICY_NAME_MAX];
+	memset(longest, 'q', sizeof(longest) - 1);
+	memcpy(longest, "/queue/", 7);
+	longest[POLICY_NAME_MAX - 1] = '\0';
+	set_ok(&cfg, "dead-letter-queue", longest);
+	assert_string_equal(cfg.policy.dead_letter_queue, longest);
+	char too_long[POLICY_NAME_MAX + 1];
+	memcpy(too_long, longest, POLICY_NAME_MAX - 1);
+	too_long[POLICY_NAME_MAX - 1] = 'q';
+	too_long[POLICY_NAME_MAX] = '\0';
+	set_err(&cfg, "dead-letter-queue", too_long, "dead-letter-queue: longer than 255 bytes");
+
+	static const struct {
+		const char *value, *why;
+	} bad[] = {
+		{ "/topic/dlq", "is not /queue/NAME" },
+		{ "/temp-queue/dlq", "is not /queue/NAME" },
+		{ "/queue/", "is not /queue/NAME" },
+		{ "/queue", "is not /queue/NAME" },
+		{ "queue/dlq", "is not /queue/NAME" },
+		{ "dlq", "is not /queue/NAME" },
+		{ "/Queue/dlq", "is not /queue/NAME" },
+		{ "/queue/*", "is a pattern: a dead-letter queue is one queue, without '*' or '>'" },
+		{ "/queue/a.>", "is a pattern: a dead-letter queue is one queue, without '*' or '>'" },
+		{ "/queue/a*b", "is a pattern: a dead-letter queue is one queue, without '*' or '>'" },
+		{ "/queue/a b", "holds a space or a control character" },
+		{ "/queue/a\tb", "holds a space or a control character" },
+		{ "/queue/a\x01", "holds a space or a control character" },
+		{ "/queue/a\x7f", "holds a space or a control character" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "dead-letter-queue: '%s' %s", bad[i].value, bad[i].why);
+		set_err(&cfg, "dead-letter-queue", bad[i].value, want);
+	}
+	assert_string_equal(cfg.policy.dead_letter_queue, longest);
+}
+
+static void
+test_load_policy_keys_from_file(void **state)
+{
+	(void)state;
+	struct tmpfile t;
+	write_tmp(&t,
+	    "max-queue-messages = 500\n"
+	    "max-queue-bytes = 1m\n"
+	    "queue-overflow = drop-head\n"
+	    "message-ttl = 60000   # a minute\n"
+	    "max-redeliveries = 5\n"
+	    "dead-letter-queue = /queue/dead\n");
+	struct config cfg;
+	config_defaults(&cfg);
+	char err[256] = "";
+	int rc = config_load(&cfg, t.path, err, sizeof(err));
+	remove_tmp(&t);
+	if (rc != 0) {
+		print_error("config_load failed: %s\n", err);
+		fail();
+	}
+	assert_int_equal(cfg.policy.max_queue_messages, 500);
+	assert_int_equal(cfg.policy.max_queue_bytes, 1u << 20);
+	assert_int_equal(cfg.policy.overflow, OVERFLOW_DROP_HEAD);
+	assert_int_equal(cfg.policy.message_ttl_ms, 60000);
+	assert_int_equal(cfg.policy.max_redeliveries, 5);
+	assert_string_equal(cfg.policy.dead_letter_queue, "/queue/dead");
+	assert_int_equal(cfg.origin[CFG_MESSAGE_TTL], 4);
+	assert_int_equal(cfg.origin[CFG_DEAD_LETTER_QUEUE], 6);
+
+	load_bad("queue-overflow = block\nqueue-overflow = drop-head\n", 2,
+	    "'queue-overflow' is given twice, on lines 1 and 2");
+	load_bad("message-ttl = 1\n\nmessage-ttl = 1\n", 3, "on lines 1 and 3");
+	load_bad("port = 1\nmessage-ttl = 1s\n", 2,
+	    "message-ttl: '1s' is not a number from 0 to 315360000000");
+	load_bad("max-redeliveries = -1\n", 1, "max-redeliveries");
+	load_bad("queue-overflow = drop\n", 1, "queue-overflow: 'drop' is not block or drop-head");
+	load_bad("dead-letter-queue = /topic/x\n", 1,
+	    "dead-letter-queue: '/topic/x' is not /queue/NAME");
+	load_bad("dead-letter-queue = /queue/a b\n", 1, "holds a space or a control character");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Policy lines                                                              */
+
+static const struct config_policy *
+only_policy(const struct config *cfg)
+{
+	assert_int_equal(cfg->npolicies, 1);
+	return &cfg->policies[0];
+}
+
+static void
+test_policy_flag(void **state)
+{
+	(void)state;
+	struct config cfg;
+	config_defaults(&cfg);
+	set_ok(&cfg, "policy", "/queue/orders.> max-queue-messages=100000 queue-overflow=drop-head "
+	    "dead-letter-queue=/queue/orders.dlq message-ttl=60000");
+	const struct config_policy *p = only_policy(&cfg);
+	assert_string_equal(p->pattern, "/queue/orders.>");
+	assert_int_equal(p->set, CONFIG_POLICY_BIT(CFG_MAX_QUEUE_MESSAGES) |
+	    CONFIG_POLICY_BIT(CFG_QUEUE_OVERFLOW) | CONFIG_POLICY_BIT(CFG_DEAD_LETTER_QUEUE) |
+	    CONFIG_POLICY_BIT(CFG_MESSAGE_TTL));
+	assert_int_equal(p->values.max_queue_messages, 100000);
+	assert_int_equal(p->values.overflow, OVERFLOW_DROP_HEAD);
+	assert_string_equal(p->values.dead_letter_queue, "/queue/orders.dlq");
+	assert_int_equal(p->values.message_ttl_ms, 60000);
+	assert_int_equal(cfg.origin[CFG_POLICY], CONFIG_FLAG);
+	/* The global settings are untouched. */
+	struct config def;
+	config_defaults(&def);
+	assert_memory_equal(&cfg.policy, &def.policy, sizeof(def.policy));
+
+	/* Later flags add lines; tabs and runs of spaces separate. */
+	set_ok(&cfg, "policy", "\t/topic/*   max-queue-bytes=2k\tmax-redeliveries=3 ");
+	assert_int_equal(cfg.npolicies, 2);
+	p = &cfg.policies[1];
+	assert_string_equal(p->pattern, "/topic/*");
+	assert_int_equal(p->set, CONFIG_POLICY_BIT(CFG_MAX_QUEUE_BYTES) |
+	    CONFIG_POLICY_BIT(CFG_MAX_REDELIVERIES));
+	assert_int_equal(p->values.max_queue_bytes, 2048);
+	assert_int_equal(p->values.max_redeliveries, 3);
+	assert_string_equal(cfg.policies[0].pattern, "/queue/orders.>");
+
+	/* Every policy key, each at its limit; dead-letter-queue= is none. */
+	set_ok(&cfg, "policy", "/temp-queue/> max-queue-messages=1099511627776 "
+	    "max-queue-bytes=1125899906842624 queue-overflow=block message-ttl=315360000000 "
+	    "max-redeliveries=1000000 dead-letter-queue=");
+	p = &cfg.policies[2];
+	assert_int_equal(p->set, CONFIG_POLICY_BIT(CONFIG_POLICY_LAST + 1) - 1);
+	assert_true(p->values.max_queue_messages == 1ull << 40);
+	assert_true(p->values.max_queue_bytes == 1ull << 50);
+	assert_int_equal(p->values.overflow, OVERFLOW_BLOCK);
+	assert_true(p->values.message_ttl_ms == TEN_YEARS_MS);
+	assert_int_equal(p->values.max_redeliveries, 1000000);
+	assert_string_equal(p->values.dead_letter_queue, "");
+}
+
+/* Every mistake in a policy line: one line naming it, nothing changed. */
+static void
+test_policy_errors(void **state)
+{
+	(void)state;
+	struct config cfg;
+	config_defaults(&cfg);
+	set_ok(&cfg, "policy", "/queue/kept message-ttl=1");
+	static const struct {
+		const char *value, *want;
+	} bad[] = {
+		{ "", "policy: expected 'PATTERN key=value ...'" },
+		{ "  \t ", "policy: expected 'PATTERN key=value ...'" },
+		{ "/queue/a", "policy /queue/a: no key=value settings" },
+		{ "/queue/a   ", "policy /queue/a: no key=value settings" },
+		{ "/queue/a message-ttl", "policy /queue/a: 'message-ttl' is not key=value "
+		    "(no spaces around '=')" },
+		{ "/queue/a message-ttl = 5", "policy /queue/a: 'message-ttl' is not key=value "
+		    "(no spaces around '=')" },
+		{ "/queue/a =5", "policy /queue/a: '=5' is not key=value (no spaces around '=')" },
+		{ "/queue/a max-memory=1m", "policy /queue/a: 'max-memory' is not a policy key (one "
+		    "of max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
+		    "max-redeliveries, dead-letter-queue)" },
+		{ "/queue/a policy=x", "policy /queue/a: 'policy' is not a policy key (one "
+		    "of max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
+		    "max-redeliveries, dead-letter-queue)" },
+		{ "/queue/a nope=1", "policy /queue/a: 'nope' is not a policy key (one "
+		    "of max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
+		    "max-redeliveries, dead-letter-queue)" },
+		{ "/queue/a Message-TTL=1", "policy /queue/a: 'Message-TTL' is not a policy key (one "
+		    "of max-queue-messages, max-queue-bytes, queue-overflow, message-ttl, "
+		    "max-redeliveries, dead-letter-queue)" },
+		{ "/queue/a message-ttl=1 max-redeliveries=2 message-ttl=1",
+		    "policy /queue/a: 'message-ttl' is given twice" },
+		{ "/queue/a dead-letter-queue= dead-letter-queue=/queue/x",
+		    "policy /queue/a: 'dead-letter-queue' is given twice" },
+		{ "/queue/a message-ttl=", "policy /queue/a: message-ttl: '' is not a number from 0 "
+		    "to 315360000000" },
+		{ "/queue/a message-ttl=315360000001", "policy /queue/a: message-ttl: '315360000001' "
+		    "is not a number from 0 to 315360000000" },
+		{ "/queue/a max-queue-messages=-1", "policy /queue/a: max-queue-messages: '-1' is not "
+		    "a number from 0 to 1099511627776" },
+		{ "/queue/a max-redeliveries=1000001", "policy /queue/a: max-redeliveries: '1000001' "
+		    "is not a number from 0 to 1000000" },
+		{ "/queue/a queue-overflow=reject", "policy /queue/a: queue-overflow: 'reject' is not "
+		    "block or drop-head" },
+		{ "/queue/a dead-letter-queue=/topic/d", "policy /queue/a: dead-letter-queue: "
+		    "'/topic/d' is not /queue/NAME" },
+		{ "/queue/a dead-letter-queue=/queue/d.*", "policy /queue/a: dead-letter-queue: "
+		    "'/queue/d.*' is a pattern: a dead-letter queue is one queue, without '*' or '>'" },
+		{ "/queue/a message-ttl==5", "policy /queue/a: message-ttl: '=5' is not a number "
+		    "from 0 to 315360000000" },
+		{ "/queue/a message-ttl=1 bogus", "policy /queue/a: 'bogus' is not key=value "
+		    "(no spaces around '=')" },
+		{ "queue/a message-ttl=1", "policy: pattern 'queue/a' does not start with /queue/, "
+		    "/topic/ or /temp-queue/" },
+		{ "message-ttl=1", "policy: pattern 'message-ttl=1' does not start with /queue/, "
+		    "/topic/ or /temp-queue/" },
+		{ "/queue/a* message-ttl=1", "policy: pattern '/queue/a*' has '*' or '>' inside a "
+		    "segment: they stand only for a whole segment" },
+		{ "/queue/>.x message-ttl=1", "policy: pattern '/queue/>.x' has '>' before its last "
+		    "segment: '>' may only end a pattern" },
+		{ "/queue/a..b message-ttl=1", "policy: pattern '/queue/a..b' has an empty segment "
+		    "(two separators in a row, or nothing after one)" },
+		{ "/queue/ message-ttl=1", "policy: pattern '/queue/' has an empty segment "
+		    "(two separators in a row, or nothing after one)" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		set_err(&cfg, "policy", bad[i].value, bad[i].want);
+
+	/* A pattern too long, a line too long. */
+	char line[1100];
+	memset(line, 'x', sizeof(line) - 1);
+	line[sizeof(line) - 1] = '\0';
+	memcpy(line, "/queue/", 7);
+	memcpy(line + POLICY_NAME_MAX, " message-ttl=1", 14);
+	line[POLICY_NAME_MAX + 14] = '\0';
+	char want[512];
+	snprintf(want, sizeof(want), "policy: pattern '%.*s' is longer than 255 bytes",
+	    POLICY_NAME_MAX, line);
+	set_err(&cfg, "policy", line, want);
+	memset(line, 'x', sizeof(line) - 1);
+	memcpy(line, "/queue/a message-ttl=1 ", 23);
+	set_err(&cfg, "policy", line, "policy: longer than 1023 bytes");
+	assert_int_equal(cfg.npolicies, 1);
+	assert_string_equal(cfg.policies[0].pattern, "/queue/kept");
+}
+
+static void
+test_policy_too_many(void **state)
+{
+	(void)state;
+	struct config cfg;
+	config_defaults(&cfg);
+	char value[64];
+	for (int i = 0; i < CONFIG_MAX_POLICIES; i++) {
+		snprintf(value, sizeof(value), "/queue/q%d max-redeliveries=%d", i, i);
+		set_ok(&cfg, "policy", value);
+	}
+	assert_int_equal(cfg.npolicies, 64);
+	set_err(&cfg, "policy", "/queue/one-more max-redeliveries=1",
+	    "policy: at most 64 policy lines");
+	assert_string_equal(cfg.policies[63].pattern, "/queue/q63");
+	assert_int_equal(cfg.policies[63].values.max_redeliveries, 63);
+
+	/* In a file, the line that is one too many is named. */
+	size_t n = 0, cap = 80 * 70;
+	char *text = malloc(cap);
+	assert_non_null(text);
+	n += (size_t)snprintf(text + n, cap - n, "# policies\n");
+	for (int i = 0; i <= CONFIG_MAX_POLICIES; i++)
+		n += (size_t)snprintf(text + n, cap - n, "policy = /queue/q%d message-ttl=%d\n", i, i);
+	load_bad(text, CONFIG_MAX_POLICIES + 2, "policy: at most 64 policy lines");
+	free(text);
+}
+
+/* Load text and run config_check, which must both succeed. */
+static void
+load_checked(struct config *cfg, const char *text)
+{
+	struct tmpfile t;
+	write_tmp(&t, text);
+	config_defaults(cfg);
+	char err[512] = "";
+	int rc = config_load(cfg, t.path, err, sizeof(err));
+	remove_tmp(&t);
+	if (rc != 0 || config_check(cfg, err, sizeof(err)) != 0) {
+		print_error("config failed: %s\n", err);
+		fail();
+	}
+}
+
+static void
+test_policy_lines_in_file(void **state)
+{
+	(void)state;
+	struct config cfg;
+	load_checked(&cfg,
+	    "# first match wins\n"
+	    "policy = /queue/orders.eu.> max-queue-messages=10 dead-letter-queue=/queue/eu.dlq\n"
+	    "max-redeliveries = 7\n"
+	    "policy=/queue/orders.>   queue-overflow=drop-head   # a comment\n"
+	    "\n"
+	    "policy = /queue/> message-ttl=1000 dead-letter-queue=\n"
+	    "dead-letter-queue = /queue/dead   # after the lines that use it\n"
+	    "message-ttl = 5000\n");
+	assert_int_equal(cfg.npolicies, 3);
+	assert_int_equal(cfg.origin[CFG_POLICY], 6);
+	assert_string_equal(cfg.policies[0].pattern, "/queue/orders.eu.>");
+	assert_string_equal(cfg.policies[1].pattern, "/queue/orders.>");
+	assert_string_equal(cfg.policies[2].pattern, "/queue/>");
+
+	/* Keys a line gives are its own; the rest are the globals, even those
+	 * given further down the file. */
+	const struct dest_policy *eu = &cfg.policies[0].values;
+	assert_int_equal(eu->max_queue_messages, 10);
+	assert_string_equal(eu->dead_letter_queue, "/queue/eu.dlq");
+	assert_int_equal(eu->overflow, OVERFLOW_BLOCK);
+	assert_int_equal(eu->message_ttl_ms, 5000);
+	assert_int_equal(eu->max_redeliveries, 7);
+	assert_int_equal(eu->max_queue_bytes, 0);
+	const struct dest_policy *orders = &cfg.policies[1].values;
+	assert_int_equal(orders->overflow, OVERFLOW_DROP_HEAD);
+	assert_int_equal(orders->max_queue_messages, 10000000);
+	assert_string_equal(orders->dead_letter_queue, "/queue/dead");
+	assert_int_equal(orders->message_ttl_ms, 5000);
+	const struct dest_policy *all = &cfg.policies[2].values;
+	assert_int_equal(all->message_ttl_ms, 1000);
+	assert_string_equal(all->dead_letter_queue, ""); /* given, empty: none */
+	assert_int_equal(all->max_redeliveries, 7);
+
+	/* Where names go: the first line that matches, else the globals. */
+	static const struct {
+		const char *name;
+		int policy; /* -1: the globals */
+	} lookups[] = {
+		{ "/queue/orders.eu.new", 0 },
+		{ "/queue/orders.eu.fr.new", 0 },
+		{ "/queue/orders.eu", 1 },
+		{ "/queue/orders.us", 1 },
+		{ "/queue/orders", 2 },
+		{ "/queue/other", 2 },
+		{ "/queue/", -1 },
+		{ "/topic/orders.eu.new", -1 },
+		{ "/temp-queue/orders.x", -1 },
+		{ "/reply-queue/eft.gen-abc", -1 },
+		{ "", -1 },
+	};
+	for (size_t i = 0; i < sizeof(lookups) / sizeof(lookups[0]); i++) {
+		const struct dest_policy *want = lookups[i].policy < 0 ? &cfg.policy :
+		    &cfg.policies[lookups[i].policy].values;
+		if (config_policy(&cfg, lookups[i].name, strlen(lookups[i].name)) != want) {
+			print_error("config_policy('%s') is not policy %d\n", lookups[i].name,
+			    lookups[i].policy);
+			fail();
+		}
+	}
+	/* The name is len bytes. */
+	const char *buf = "/queue/orders.eu.new";
+	assert_ptr_equal(config_policy(&cfg, buf, strlen("/queue/orders.eu")), orders);
+	assert_ptr_equal(config_policy(&cfg, buf, strlen("/queue/orders")), all);
+	assert_ptr_equal(config_policy(&cfg, buf, strlen("/queue/")), &cfg.policy);
+	assert_int_equal(cfg.policy.message_ttl_ms, 5000);
+	assert_string_equal(cfg.policy.dead_letter_queue, "/queue/dead");
+
+	/* A broad line first takes everything, however specific the later ones. */
+	load_checked(&cfg, "policy = /queue/> max-redeliveries=1\n"
+	    "policy = /queue/a max-redeliveries=2\n");
+	assert_ptr_equal(config_policy(&cfg, "/queue/a", 8), &cfg.policies[0].values);
+	assert_int_equal(config_policy(&cfg, "/queue/a", 8)->max_redeliveries, 1);
+
+	/* No lines: every name has the globals. */
+	load_checked(&cfg, "message-ttl = 3\n");
+	assert_ptr_equal(config_policy(&cfg, "/queue/a", 8), &cfg.policy);
+	assert_int_equal(config_policy(&cfg, "/queue/a", 8)->message_ttl_ms, 3);
+}
+
+/* The globals fill a line's gaps at config_check, after flags too. */
+static void
+test_policy_filled_at_check(void **state)
+{
+	(void)state;
+	struct config cfg;
+	char err[512];
+	config_defaults(&cfg);
+	set_ok(&cfg, "policy", "/queue/a.* message-ttl=10");
+	set_ok(&cfg, "max-queue-bytes", "1m");
+	set_ok(&cfg, "queue-overflow", "drop-head");
+	set_ok(&cfg, "dead-letter-queue", "/queue/dlq");
+	set_ok(&cfg, "max-redeliveries", "9");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	const struct dest_policy *p = &cfg.policies[0].values;
+	assert_int_equal(p->message_ttl_ms, 10);
+	assert_int_equal(p->max_queue_bytes, 1u << 20);
+	assert_int_equal(p->max_queue_messages, 10000000);
+	assert_int_equal(p->overflow, OVERFLOW_DROP_HEAD);
+	assert_string_equal(p->dead_letter_queue, "/queue/dlq");
+	assert_int_equal(p->max_redeliveries, 9);
+	assert_int_equal(cfg.policies[0].set, CONFIG_POLICY_BIT(CFG_MESSAGE_TTL));
+	assert_ptr_equal(config_policy(&cfg, "/queue/a.b", 10), p);
+	assert_ptr_equal(config_policy(&cfg, "/queue/a.b.c", 12), &cfg.policy);
+	/* Checking again changes nothing. */
+	struct config once;
+	memcpy(&once, &cfg, sizeof(once));
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_memory_equal(&cfg, &once, sizeof(once));
+}
+
+/* Flags override the file: the first --policy replaces its lines (as
+ * --listen does), later ones add; a bad one changes nothing. */
+static void
+test_policy_flags_replace_file(void **state)
+{
+	(void)state;
+	struct tmpfile t;
+	write_tmp(&t, "policy = /queue/a message-ttl=1\npolicy = /queue/b message-ttl=2\n"
+	    "listen = tcp://127.0.0.1:1\n");
+	struct config cfg;
+	config_defaults(&cfg);
+	char err[256] = "";
+	assert_int_equal(config_load(&cfg, t.path, err, sizeof(err)), 0);
+	remove_tmp(&t);
+	assert_int_equal(cfg.npolicies, 2);
+	assert_int_equal(cfg.origin[CFG_POLICY], 2);
+
+	set_bad(&cfg, "policy", "/queue/c", "no key=value settings");
+	set_bad(&cfg, "listen", "udp://x:1", "listen");
+	set_bad(&cfg, "listen", "tcp://x", "listen");
+	assert_int_equal(cfg.npolicies, 2);
+	set_ok(&cfg, "policy", "/queue/c message-ttl=3");
+	assert_int_equal(cfg.npolicies, 1);
+	assert_string_equal(cfg.policies[0].pattern, "/queue/c");
+	set_ok(&cfg, "policy", "/queue/d message-ttl=4");
+	assert_int_equal(cfg.npolicies, 2);
+	assert_string_equal(cfg.policies[1].pattern, "/queue/d");
+	/* The file's listener is still there. */
+	assert_int_equal(cfg.nlisten, 1);
+	assert_string_equal(cfg.listen[0].url, "tcp://127.0.0.1:1");
+}
+
+/* In a file, a policy line's mistake is "path:line: policy ...". */
+static void
+test_policy_errors_in_file(void **state)
+{
+	(void)state;
+	load_bad("port = 1\npolicy = /queue/a nope=1\n", 2,
+	    "policy /queue/a: 'nope' is not a policy key (one of max-queue-messages, ");
+	load_bad("policy = /queue/a message-ttl=1\n\npolicy = /queue/b message-ttl=1 message-ttl=2\n",
+	    3, "policy /queue/b: 'message-ttl' is given twice");
+	load_bad("policy = /queue/a\n", 1, "policy /queue/a: no key=value settings");
+	load_bad("policy =\n", 1, "policy: expected 'PATTERN key=value ...'");
+	load_bad("policy = /queue/a max-queue-bytes=lots\n", 1,
+	    "policy /queue/a: max-queue-bytes: 'lots' is not a number from 0 to ");
+	load_bad("policy = /queue/a max-queue-messages = 5\n", 1,
+	    "policy /queue/a: 'max-queue-messages' is not key=value (no spaces around '=')");
+	load_bad("policy = /queues/a max-queue-messages=5\n", 1,
+	    "policy: pattern '/queues/a' does not start with /queue/, /topic/ or /temp-queue/");
+	load_bad("policy = /queue/a dead-letter-queue=/queue/x>\n", 1,
+	    "policy /queue/a: dead-letter-queue: '/queue/x>' is a pattern");
+	load_bad("policy = /queue/a queue-overflow=drop-head # x\nport = 1\nport = 2\n", 3,
+	    "'port' is given twice, on lines 2 and 3");
+}
+
 int
 main(void)
 {
@@ -729,6 +1318,17 @@ main(void)
 		cmocka_unit_test(test_check_contradicting_limits),
 		cmocka_unit_test(test_check_defaults_follow),
 		cmocka_unit_test(test_load_users_file_beside_config),
+		cmocka_unit_test(test_set_policy_numbers),
+		cmocka_unit_test(test_set_queue_overflow),
+		cmocka_unit_test(test_set_dead_letter_queue),
+		cmocka_unit_test(test_load_policy_keys_from_file),
+		cmocka_unit_test(test_policy_flag),
+		cmocka_unit_test(test_policy_errors),
+		cmocka_unit_test(test_policy_too_many),
+		cmocka_unit_test(test_policy_lines_in_file),
+		cmocka_unit_test(test_policy_filled_at_check),
+		cmocka_unit_test(test_policy_flags_replace_file),
+		cmocka_unit_test(test_policy_errors_in_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
