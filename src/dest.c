@@ -22,7 +22,6 @@
 struct msgq {
 	struct {
 		struct msg *head, *tail;
-		size_t count;
 	} level[MSG_PRIORITIES];
 	unsigned nonempty;       /* bit p: level[p] has messages */
 	size_t count;
@@ -161,7 +160,6 @@ q_push_back(struct dest *d, struct msg *m)
 	else
 		q->level[p].head = m;
 	q->level[p].tail = m;
-	q->level[p].count++;
 	q->nonempty |= 1u << p;
 	q->count++;
 	q->bytes += m->size;
@@ -182,7 +180,6 @@ q_push_front(struct dest *d, struct msg *m)
 	else
 		q->level[p].tail = m;
 	q->level[p].head = m;
-	q->level[p].count++;
 	q->nonempty |= 1u << p;
 	q->count++;
 	q->bytes += m->size;
@@ -205,7 +202,7 @@ q_take(struct dest *d, struct msg *m)
 		m->qnext->qprev = m->qprev;
 	else
 		q->level[p].tail = m->qprev;
-	if (--q->level[p].count == 0)
+	if (q->level[p].head == NULL)
 		q->nonempty &= ~(1u << p);
 	m->qprev = m->qnext = NULL;
 	m->queued = false;
@@ -516,7 +513,11 @@ dest_policy(const struct dest *d)
 size_t
 dest_by_priority(const struct dest *d, unsigned priority)
 {
-	return priority < MSG_PRIORITIES ? d->q.level[priority].count : 0;
+	size_t n = 0;
+	if (priority < MSG_PRIORITIES)
+		for (const struct msg *m = d->q.level[priority].head; m != NULL; m = m->qnext)
+			n++;
+	return n;
 }
 
 /* ---- subscribers ---- */
@@ -988,8 +989,7 @@ check_queue(const struct dest *d)
 			bytes += m->size;
 			n++;
 		}
-		if (q->level[p].tail != prev || q->level[p].count != n ||
-		    ((q->nonempty >> p) & 1) != (n > 0))
+		if (q->level[p].tail != prev || ((q->nonempty >> p) & 1) != (n > 0))
 			return "a priority list is miscounted";
 		count += n;
 	}

@@ -128,7 +128,7 @@ msg_init_life(struct msg *m)
 	m->returns = 0;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
-	m->qprev = m->qnext = NULL;
+	/* qprev, qnext: set when it is queued */
 }
 
 static int

@@ -117,7 +117,7 @@ size_t dest_unacked(const struct dest *d);     /* handed out, not yet acknowledg
 uint64_t dest_published(const struct dest *d); /* messages published to it since it was made */
 struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL */
 const struct dest_policy *dest_policy(const struct dest *d);
-size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at that priority */
+size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
 
 /* Subscribers come and go (sub.c keeps the links in struct sub; s->selector

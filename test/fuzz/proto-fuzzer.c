@@ -436,6 +436,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.max_memory = (seed & 16) ? 2048 : 1024 * 1024;
 	cfg.output_high_water = (seed & 32) ? 4096 : cfg.output_high_water;
 	cfg.message_cache = (seed & 64) ? 64 * 1024 : 0;
+	/* Message lifetimes ride on the same bits: a dead-letter queue with the
+	 * small memory limit, a redelivery limit with some piece sizes, drop-head
+	 * with the small queues, and a TTL policy for /queue/ttl.*. */
+	if (seed & 16)
+		snprintf(cfg.policy.dead_letter_queue, sizeof(cfg.policy.dead_letter_queue), "/queue/dlq");
+	cfg.policy.max_redeliveries = (seed & 2) ? 2 : 0;
+	cfg.policy.overflow = (seed & 9) == 9 ? OVERFLOW_DROP_HEAD : OVERFLOW_BLOCK;
+	char err[256];
+	CHECK(config_set(&cfg, "policy", "/queue/ttl.* message-ttl=1 max-redeliveries=1", err,
+	    sizeof(err)) == 0 && config_check(&cfg, err, sizeof(err)) == 0, "config");
 	temp_counter = 0;
 	broker = broker_new(base, &cfg);
 	CHECK(broker != NULL, "broker_new failed");
