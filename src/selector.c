@@ -162,6 +162,18 @@ num_parse(const char *s, size_t len, double *out)
 		i = 1;
 	if (len >= sizeof(buf) || num_scan(s + i, len - i) != len - i || len - i == 0)
 		return false;
+	/* Most header numbers are short integers: exact as a double, and
+	 * strtod is the slow part of a match. */
+	if (len - i <= 15) {
+		uint64_t n = 0;
+		size_t j = i;
+		while (j < len && is_digit((unsigned char)s[j]))
+			n = n * 10 + (uint64_t)(s[j++] - '0');
+		if (j == len) {
+			*out = s[0] == '-' ? -(double)n : (double)n;
+			return true;
+		}
+	}
 	memcpy(buf, s, len);
 	buf[len] = '\0';
 	*out = strtod(buf, NULL);
