@@ -474,6 +474,8 @@ broker_free(struct broker *b)
 		event_free(b->store_ev);
 	if (b->expiry_ev)
 		event_free(b->expiry_ev);
+	if (b->expiry_more_ev)
+		event_free(b->expiry_more_ev);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 	tls_server_free(b->tls);

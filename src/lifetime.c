@@ -9,9 +9,6 @@
  * crash the message is in one place or the other, never both or neither. */
 #include <string.h>
 #include <time.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include <event2/event.h>
 
@@ -31,9 +28,9 @@
  * rest wait for the next turn. */
 #define EXPIRY_CHUNK 1024
 #define EXPIRY_TURN_US 2000
-/* After this much message memory died, what malloc holds free goes back to
- * the system (else RSS stays at its peak). */
-#define EXPIRY_TRIM_BYTES (64u << 20)
+/* What they free goes back to the message pool and malloc, for the next
+ * messages; not to the system (malloc_trim after a million took 28 ms, a
+ * stall that grows with what was freed). */
 
 _Static_assert(STAT_DROP_OVERFLOW == STAT_DROP_EXPIRED + DEATH_OVERFLOW,
     "broker.h's dropped reasons follow dest.h's deaths");
@@ -102,28 +99,17 @@ expiry_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct broker *b = arg;
-	uint64_t now = b->dests.hooks.now_ms(b), start = 0;
-	size_t live = b->msg_pool.live_bytes;
+	uint64_t now = b->dests.hooks.now_ms(b->dests.hooks.arg), start = monotonic_us();
 	bool more;
-	while ((more = dests_expire(&b->dests, now, EXPIRY_CHUNK) == EXPIRY_CHUNK)) {
-		uint64_t t = monotonic_us();
-		if (start == 0)
-			start = t;
-		else if (t - start >= EXPIRY_TURN_US)
-			break;
-	}
-	if (live > b->msg_pool.live_bytes)
-		b->expired_bytes += live - b->msg_pool.live_bytes;
-	if (more) {
-		event_active(b->expiry_ev, EV_TIMEOUT, 0); /* the rest, next turn */
-		return;
-	}
-#ifdef __GLIBC__
-	if (b->expired_bytes >= EXPIRY_TRIM_BYTES) {
-		malloc_trim(0);
-		b->expired_bytes = 0;
-	}
-#endif
+	while ((more = dests_expire(&b->dests, now, EXPIRY_CHUNK) == EXPIRY_CHUNK) &&
+	    monotonic_us() - start < EXPIRY_TURN_US)
+		;
+	/* The rest after the loop has looked at sockets again: a timer, since
+	 * libevent runs an event made active from its own callback again in the
+	 * same turn. */
+	static const struct timeval now_tv = { 0, 0 };
+	if (more)
+		evtimer_add(b->expiry_more_ev, &now_tv);
 }
 
 int
@@ -137,7 +123,8 @@ lifetime_start(struct broker *b)
 	};
 	struct timeval tv = { 0, EXPIRY_TICK_MS * 1000 };
 	b->expiry_ev = event_new(b->base, -1, EV_PERSIST, expiry_cb, b);
-	if (b->expiry_ev == NULL || event_add(b->expiry_ev, &tv) != 0)
+	b->expiry_more_ev = evtimer_new(b->base, expiry_cb, b);
+	if (b->expiry_ev == NULL || b->expiry_more_ev == NULL || event_add(b->expiry_ev, &tv) != 0)
 		return -1;
 	return 0;
 }

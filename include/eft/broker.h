@@ -93,7 +93,7 @@ struct broker {
 	struct store *store;                 /* the journal (data-dir), or NULL: memory only */
 	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
-	size_t expired_bytes;                /* message memory they freed since malloc_trim */
+	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
 	uint64_t max_disk;                   /* journal bytes above which producers wait */
 	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 	size_t durables;                     /* durable subscriptions (durable.c) */
