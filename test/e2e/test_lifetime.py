@@ -22,6 +22,8 @@ in both dialects: ActiveMQ's (expires, priority, selector) and RabbitMQ's
 - With a data-dir, across kill -9: expiry kept and still enforced, what
   expired or died before the crash does not come back, dead letters in one
   place exactly once, priorities kept.
+- The Ruby gem and stomp.py sending these headers (test/clients/
+  ruby_lifetime.rb and stomp_py_lifetime.py), with /metrics checked after.
 
 Raw tests speak exact bytes over the run's transport (tcp or tls); what
 does not depend on the transport (config files, the journal) runs in the tcp
@@ -40,6 +42,8 @@ import time
 import unittest
 
 import harness
+from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
+                          STOMP_PY_TLS_SKIP, ScriptTest)
 from harness import Broker, RawClient, SLOW, expect_receipt, subscribe, wait_for
 from test_admin import get_json, scrape
 
@@ -1121,3 +1125,53 @@ class DurableLifetimeTest(AdminMixin, StompMixin, unittest.TestCase):
         self.back(9, 1)
         self.assertEqual(bodies(self.drain("/queue/prio")),
                          ["p9", "p12", "p9b", "p5", "d1", "d2", "p1", "p0", "last"])
+
+
+# ---- real clients: the Ruby gem and stomp.py --------------------------------------
+
+CLIENT_CONFIG = ("policy = /queue/dl.> dead-letter-queue=/queue/dl-dead\n"
+                 "policy = /queue/mr.> max-redeliveries=2 dead-letter-queue=/queue/mr-dead\n")
+# scenario: (dropped, dead-lettered) eftd counts once the script has run;
+# the same for both scripts.
+CLIENT_SCENARIOS = {
+    "expiry": ({"expired": 5}, None),
+    "bad_headers": (None, None),
+    "priority": (None, None),
+    "dead_letter": ({"rejected": 1}, {"rejected": 2}),
+    "max_redeliveries": (None, {"max_redeliveries": 2}),
+    "selectors": (None, None),
+}
+
+
+class LifetimeScript(AdminMixin, ScriptTest):
+    listen = ADMIN
+    config = CLIENT_CONFIG
+
+    def scenario(self, name):
+        self.run_scenario(name)
+        dropped, dead = CLIENT_SCENARIOS[name]
+        self.assert_counts(dropped, dead)
+
+
+def add_client_tests(cls):
+    for name in CLIENT_SCENARIOS:
+        def test(self, name=name):
+            self.scenario(name)
+        test.__name__ = "test_" + name
+        setattr(cls, test.__name__, test)
+    return cls
+
+
+@unittest.skipUnless(HAVE_RUBY_STOMP, "ruby with the stomp gem (ruby-stomp) not available")
+@add_client_tests
+class RubyLifetimeTest(LifetimeScript):
+    command = [RUBY, os.path.join(CLIENTS, "ruby_lifetime.rb")]
+    summary = "ruby-lifetime"
+
+
+@unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
+@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
+@add_client_tests
+class StompPyLifetimeTest(LifetimeScript):
+    command = [PYTHON, os.path.join(CLIENTS, "stomp_py_lifetime.py")]
+    summary = "stomp.py-lifetime"
