@@ -254,6 +254,12 @@ expired(const struct dest *d, const struct msg *m)
 	return t->hooks.now_ms != NULL && m->expires_ms <= t->hooks.now_ms(t->hooks.arg);
 }
 
+bool
+dest_msg_expired(const struct dest *d, const struct msg *m)
+{
+	return m->expires_ms != 0 && expired(d, m);
+}
+
 static void
 q_free(struct dest *d)
 {

@@ -69,6 +69,12 @@ static __attribute__((noinline)) int
 publish_kept(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
+	/* Expired already: it dies once, here, not once per copy. */
+	if (m->expires_ms != 0 && dest_msg_expired(d, m)) {
+		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+		b->stats.msgs_in++;
+		return 0;
+	}
 	/* A topic's durable subscriptions get copies of their own first (the
 	 * topic's delivery may drop the last reference to m). */
 	size_t nfeeds = 0;

@@ -150,7 +150,12 @@ view_lookup(void *arg, const char *name, size_t len, const char **value, size_t 
 			return true;
 		}
 		if (is_name(name, len, "JMSDeliveryMode")) {
-			*value = m->persistent ? "PERSISTENT" : "NON_PERSISTENT";
+			/* Stored or not (no data-dir), what the sender asked for. */
+			const char *p;
+			size_t plen;
+			bool asked = msg_header(m, "persistent", 10, &p, &plen) && plen == 4 &&
+			    memcmp(p, "true", 4) == 0;
+			*value = m->persistent || asked ? "PERSISTENT" : "NON_PERSISTENT";
 			*vlen = strlen(*value);
 			return true;
 		}

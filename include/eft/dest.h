@@ -134,6 +134,8 @@ void dest_unhold(struct dest *d);
 /* When m, about to be published to d, expires: its own time, or d's
  * message-ttl from now if that is sooner.  Call before the journal stores m. */
 void dest_stamp(struct dest *d, struct msg *m);
+/* Has m's time come (by d's clock)? */
+bool dest_msg_expired(const struct dest *d, const struct msg *m);
 /* Queue m (and hand it to a ready subscriber), or, for a topic, deliver it
  * to every subscriber whose selector matches.  Takes the reference.  A full
  * drop-head queue first lets its oldest lowest-priority message die.  A
