@@ -436,38 +436,32 @@ parse_unary(struct parser *p)
 	return node_new(p, neg ? OP_NEG : OP_POS, T_NUM, at, x, NONE, NONE);
 }
 
-static uint16_t
-parse_mul(struct parser *p)
-{
-	uint16_t x = parse_unary(p);
-	while (!p->failed && (p->tok == TK_STAR || p->tok == TK_SLASH)) {
-		size_t at = p->tok_at;
-		enum op op = p->tok == TK_STAR ? OP_MUL : OP_DIV;
-		lex(p);
-		uint16_t y = parse_unary(p);
-		if (p->failed)
-			return NONE;
-		want_num(p, x, op == OP_MUL ? "*" : "/");
-		want_num(p, y, op == OP_MUL ? "*" : "/");
-		x = node_new(p, op, T_NUM, at, x, y, NONE);
-	}
-	return p->failed ? NONE : x;
-}
+/* The two arithmetic levels: one loop, with the level's tokens. */
+static const struct arith_level {
+	enum tok tok[2];
+	enum op op[2];
+	const char *sym[2];
+} arith_levels[] = {
+	{ { TK_PLUS, TK_MINUS }, { OP_ADD, OP_SUB }, { "+", "-" } },
+	{ { TK_STAR, TK_SLASH }, { OP_MUL, OP_DIV }, { "*", "/" } },
+};
 
 static uint16_t
-parse_add(struct parser *p)
+parse_arith(struct parser *p, size_t level)
 {
-	uint16_t x = parse_mul(p);
-	while (!p->failed && (p->tok == TK_PLUS || p->tok == TK_MINUS)) {
+	const struct arith_level *l = &arith_levels[level];
+	bool last = level + 1 == sizeof(arith_levels) / sizeof(arith_levels[0]);
+	uint16_t x = last ? parse_unary(p) : parse_arith(p, level + 1);
+	while (!p->failed && (p->tok == l->tok[0] || p->tok == l->tok[1])) {
 		size_t at = p->tok_at;
-		enum op op = p->tok == TK_PLUS ? OP_ADD : OP_SUB;
+		int i = p->tok == l->tok[1];
 		lex(p);
-		uint16_t y = parse_mul(p);
+		uint16_t y = last ? parse_unary(p) : parse_arith(p, level + 1);
 		if (p->failed)
 			return NONE;
-		want_num(p, x, op == OP_ADD ? "+" : "-");
-		want_num(p, y, op == OP_ADD ? "+" : "-");
-		x = node_new(p, op, T_NUM, at, x, y, NONE);
+		want_num(p, x, l->sym[i]);
+		want_num(p, y, l->sym[i]);
+		x = node_new(p, l->op[i], T_NUM, at, x, y, NONE);
 	}
 	return p->failed ? NONE : x;
 }
@@ -544,7 +538,7 @@ parse_in(struct parser *p, uint16_t x, size_t at)
 static uint16_t
 parse_cmp(struct parser *p)
 {
-	uint16_t x = parse_add(p);
+	uint16_t x = parse_arith(p, 0);
 	if (p->failed)
 		return NONE;
 	size_t at = p->tok_at;
@@ -560,7 +554,7 @@ parse_cmp(struct parser *p)
 	}
 	if (op != OP_NOT) {
 		lex(p);
-		uint16_t y = parse_add(p);
+		uint16_t y = parse_arith(p, 0);
 		if (p->failed)
 			return NONE;
 		enum type tx = type_of(p, x), ty = type_of(p, y);
@@ -603,10 +597,10 @@ parse_cmp(struct parser *p)
 		return x;
 	lex(p);
 	if (kw == TK_BETWEEN) {
-		uint16_t lo = parse_add(p);
+		uint16_t lo = parse_arith(p, 0);
 		if (!expect(p, TK_AND, "AND"))
 			return NONE;
-		uint16_t hi = parse_add(p);
+		uint16_t hi = parse_arith(p, 0);
 		if (p->failed)
 			return NONE;
 		want_num(p, x, "BETWEEN");
