@@ -157,13 +157,6 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 #define PAUSE_CHECK_MS 50
 
 bool
-broker_queue_full(const struct broker *b, const struct dest *d)
-{
-	(void)b;
-	return dest_full(d);
-}
-
-bool
 broker_memory_full(struct broker *b)
 {
 	if (b->msg_pool.live_bytes < b->max_memory)

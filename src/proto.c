@@ -15,6 +15,7 @@
 #include "eft/auth.h"
 #include "eft/broker.h"
 #include "eft/conn.h"
+#include "eft/dest.h"
 #include "eft/durable.h"
 #include "eft/log.h"
 #include "eft/msg.h"
@@ -456,7 +457,7 @@ handle_send(struct conn *c, struct frame *f)
 	if (broker_memory_full(c->broker) ||
 	    (c->broker->store != NULL && broker_disk_full(c->broker)))
 		conn_pause(c, NULL);
-	else if (d != NULL && broker_queue_full(c->broker, d))
+	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
 	return RESULT_OK;
 }

@@ -127,8 +127,6 @@ void broker_journal_wait(struct broker *b, struct conn *c);
 /* Does c's output wait for records not yet written? */
 bool broker_journal_holds(const struct broker *b, const struct conn *c);
 
-/* Would another message for queue d break a limit?  (max-queue-*) */
-bool broker_queue_full(const struct broker *b, const struct dest *d);
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);
 /* Is the journal over max-disk, or failing to write?  (Logs the alarm.) */
