@@ -19,14 +19,13 @@
 #include "eft/conn.h"
 #include "eft/metrics.h"
 #include "eft/sbuf.h"
-#include "eft/transport_mem.h"
+#include "memclient.h"
 
 struct fixture {
 	struct event_base *base;
 	struct config cfg;
 	struct broker *b;
-	struct transport *mem[4];
-	int nmem;
+	struct memclients mc;
 	struct admin_reply r;
 };
 
@@ -53,8 +52,7 @@ teardown(void **state)
 	struct fixture *fx = *state;
 	admin_reply_free(&fx->r);
 	broker_free(fx->b);
-	for (int i = 0; i < fx->nmem; i++)
-		transport_mem_destroy(fx->mem[i]);
+	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);
 	return 0;
@@ -63,12 +61,8 @@ teardown(void **state)
 static struct conn *
 client(struct fixture *fx, const char *frames, size_t len)
 {
-	struct transport *t = transport_mem_new();
-	assert_non_null(t);
-	fx->mem[fx->nmem++] = t;
-	struct conn *c = conn_new(fx->b, t, "mem 127.0.0.1:4000");
-	assert_non_null(c);
-	transport_mem_feed(t, frames, len);
+	struct conn *c = mem_accept(&fx->mc, fx->b, "mem 127.0.0.1:4000");
+	transport_mem_feed(c->transport, frames, len);
 	broker_flush(fx->b);
 	return c;
 }

@@ -16,14 +16,13 @@
 #include "eft/broker.h"
 #include "eft/conn.h"
 #include "eft/sub.h"
-#include "eft/transport_mem.h"
+#include "memclient.h"
 
 struct fixture {
 	struct event_base *base;
 	struct config cfg;
 	struct broker *b;
-	struct transport *mem[32];  /* the test owns its memory transports */
-	int nmem;
+	struct memclients mc;
 };
 
 static int
@@ -43,56 +42,10 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 	broker_free(fx->b);
-	for (int i = 0; i < fx->nmem; i++)
-		transport_mem_destroy(fx->mem[i]);
+	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);
 	return 0;
-}
-
-/* A connection as if just accepted. */
-static struct conn *
-connection(struct fixture *fx)
-{
-	assert_true(fx->nmem < (int)(sizeof(fx->mem) / sizeof(fx->mem[0])));
-	struct transport *t = transport_mem_new();
-	assert_non_null(t);
-	fx->mem[fx->nmem++] = t;
-	struct conn *c = conn_new(fx->b, t, "mem test");
-	assert_non_null(c);
-	return c;
-}
-
-/* The client sends bytes (and the frame's NUL). */
-static void
-feed(struct conn *c, const char *bytes)
-{
-	transport_mem_feed(c->transport, bytes, strlen(bytes) + 1);
-}
-
-/* Everything the connection was sent since last time, NULs shown as '|'. */
-static char *
-output(struct conn *c)
-{
-	broker_flush(c->broker); /* what the end of a loop turn does */
-	struct evbuffer *out = transport_mem_output(c->transport);
-	size_t n = evbuffer_get_length(out);
-	char *s = malloc(n + 1);
-	evbuffer_remove(out, s, n);
-	for (size_t i = 0; i < n; i++)
-		if (s[i] == '\0')
-			s[i] = '|';
-	s[n] = '\0';
-	return s;
-}
-
-static size_t
-count(const char *hay, const char *needle)
-{
-	size_t n = 0;
-	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
 }
 
 static void
@@ -110,16 +63,15 @@ expect_output(struct conn *c, const char *want)
 }
 
 static struct conn *
+connection(struct fixture *fx)
+{
+	return mem_accept(&fx->mc, fx->b, "mem test");
+}
+
+static struct conn *
 client(struct fixture *fx, const char *version)
 {
-	struct conn *c = connection(fx);
-	char connect[128];
-	snprintf(connect, sizeof(connect), "CONNECT\naccept-version:%s\nhost:/\n\n", version);
-	feed(c, connect);
-	char *out = output(c);
-	assert_prefix(out, "CONNECTED\n");
-	free(out);
-	return c;
+	return mem_client(&fx->mc, fx->b, version);
 }
 
 static void

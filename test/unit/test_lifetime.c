@@ -20,14 +20,13 @@
 #include "eft/conn.h"
 #include "eft/msg.h"
 #include "eft/policy.h"
-#include "eft/transport_mem.h"
+#include "memclient.h"
 
 struct fixture {
 	struct event_base *base;
 	struct config cfg;
 	struct broker *b;
-	struct transport *mem[16];
-	int nmem;
+	struct memclients mc;
 };
 
 /* The clock the destinations see (ms since the epoch). */
@@ -77,57 +76,16 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 	broker_free(fx->b);
-	for (int i = 0; i < fx->nmem; i++)
-		transport_mem_destroy(fx->mem[i]);
+	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);
 	return 0;
 }
 
-static void
-feed(struct conn *c, const char *bytes)
-{
-	transport_mem_feed(c->transport, bytes, strlen(bytes) + 1);
-}
-
-/* Everything the connection was sent since last time, NULs shown as '|'. */
-static char *
-output(struct conn *c)
-{
-	broker_flush(c->broker);
-	struct evbuffer *out = transport_mem_output(c->transport);
-	size_t n = evbuffer_get_length(out);
-	char *s = malloc(n + 1);
-	evbuffer_remove(out, s, n);
-	for (size_t i = 0; i < n; i++)
-		if (s[i] == '\0')
-			s[i] = '|';
-	s[n] = '\0';
-	return s;
-}
-
-static size_t
-count(const char *hay, const char *needle)
-{
-	size_t n = 0;
-	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
-}
-
 static struct conn *
 client(struct fixture *fx)
 {
-	assert_true(fx->nmem < (int)(sizeof(fx->mem) / sizeof(fx->mem[0])));
-	struct transport *t = transport_mem_new();
-	fx->mem[fx->nmem++] = t;
-	struct conn *c = conn_new(fx->b, t, "mem test");
-	assert_non_null(c);
-	feed(c, "CONNECT\naccept-version:1.2\nhost:/\n\n");
-	char *out = output(c);
-	assert_memory_equal(out, "CONNECTED\n", 10);
-	free(out);
-	return c;
+	return mem_client(&fx->mc, fx->b, "1.2");
 }
 
 /* SEND with extra header lines (each ending in \n). */
