@@ -356,6 +356,47 @@ class Broker:
             os.unlink(self.log_path)
 
 
+class DataDirTest(unittest.TestCase):
+    """Tests that run eftd on a data-dir of their own and kill -9 it: the
+    brokers and clients each test makes are closed and killed after it, and
+    the directory removed."""
+    data_prefix = "eftd-data-"
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix=self.data_prefix)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.data = os.path.join(self.dir, "data")
+        self.brokers = []
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        for b in self.brokers:
+            b.kill()
+            if b.log_path and os.path.exists(b.log_path):
+                os.unlink(b.log_path)
+
+    def start_on_data(self, config, args=(), data=None, listen=None):
+        """A started eftd with config's text, on data (self.data by default)."""
+        b = Broker(config=config, listen=listen,
+                   args=["--data-dir", data or self.data] + list(args))
+        self.brokers.append(b)
+        return b.start()
+
+    def connect(self, b, version="1.2"):
+        """A RawClient of b, CONNECTed, closed after the test."""
+        c = RawClient(b.port)
+        self.clients.append(c)
+        c.connect(version)
+        return c
+
+    @staticmethod
+    def crash(b):
+        """kill -9, as a power cut would stop it."""
+        b.kill()
+
+
 class Frame:
     def __init__(self, command, headers, body):
         self.command = command

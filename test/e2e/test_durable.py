@@ -21,16 +21,14 @@ in the tcp pass only."""
 import glob
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
-import time
 import unittest
 
 import clientscript
 import harness
-from harness import Broker, RawClient, SLOW, expect_receipt, subscribe, wait_for
+from harness import (Broker, DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
+                     wait_for)
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
                            "the journal does not depend on the transport: runs in the tcp pass")
@@ -49,46 +47,21 @@ def psend(c, dest, body, rid):
     send(c, dest, body, rid, [("persistent", "true")])
 
 
-class DurableBase(unittest.TestCase):
+class DurableBase(DataDirTest):
     config = ""
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="eftd-durable-")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        self.data = os.path.join(self.dir, "data")
-        self.brokers = []
-        self.clients = []
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        for b in self.brokers:
-            b.kill()
-            if b.log_path and os.path.exists(b.log_path):
-                os.unlink(b.log_path)
+    data_prefix = "eftd-durable-"
 
     def start(self, config=None, args=(), data=None):
-        b = Broker(config=self.config + (config or ""),
-                   args=["--data-dir", data or self.data] + list(args))
-        self.brokers.append(b)
-        return b.start()
+        return self.start_on_data(self.config + (config or ""), args, data)
 
     def client(self, b, version="1.2"):
-        c = RawClient(b.port)
-        self.clients.append(c)
-        c.connect(version)
-        return c
+        return self.connect(b, version)
 
     def stop(self, b):
         for c in self.clients:
             c.close()
         self.clients = []
         self.assertEqual(b.stop(), 0, b.read_log()[-3000:])
-
-    def crash(self, b):
-        b.proc.send_signal(signal.SIGKILL)
-        b.proc.wait(timeout=10)
-        b.cleanup()
 
     def drain(self, b, dest, ack=None, idle=0.1):
         """Every message waiting on dest, read by a new subscriber: what is

@@ -33,8 +33,6 @@ pass only.  Every wait is bounded.
 """
 
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -44,7 +42,8 @@ import unittest
 import harness
 from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
                           STOMP_PY_TLS_SKIP, ScriptTest)
-from harness import Broker, RawClient, SLOW, expect_receipt, subscribe, wait_for
+from harness import (DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
+                     wait_for)
 from test_admin import get_json, scrape
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
@@ -987,42 +986,23 @@ class BadPolicyTest(unittest.TestCase):
 # ---- 7. with a data-dir, across kill -9 -----------------------------------------------
 
 @TCP_ONLY
-class DurableLifetimeTest(AdminMixin, StompMixin, unittest.TestCase):
+class DurableLifetimeTest(AdminMixin, StompMixin, DataDirTest):
     config = "dead-letter-queue = /queue/dlq\n"
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="eftd-lifetime-")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        self.clients = []
-        self.brokers = []
-
-    def tearDown(self):
-        for c in self.clients:
-            c.close()
-        for b in self.brokers:
-            b.kill()
-            if b.log_path and os.path.exists(b.log_path):
-                os.unlink(b.log_path)
+    data_prefix = "eftd-lifetime-"
 
     def start(self, config=None):
-        self.broker = Broker(config=self.config if config is None else config, listen=ADMIN,
-                             args=["--data-dir", os.path.join(self.dir, "data")])
-        self.brokers.append(self.broker)
-        return self.broker.start()
+        self.broker = self.start_on_data(self.config if config is None else config,
+                                         listen=ADMIN)
+        return self.broker
 
     def crash(self):
         for c in self.clients:
             c.close()
         self.clients = []
-        self.broker.proc.send_signal(signal.SIGKILL)
-        self.broker.proc.wait(timeout=10)
-        self.broker.cleanup()
+        DataDirTest.crash(self.broker)
 
     def client(self, version="1.2"):
-        c = RawClient(self.broker.port)
-        self.clients.append(c)
-        c.connect(version)
-        return c
+        return self.connect(self.broker, version)
 
     def psend(self, c, dest, body, headers=(), rid=None):
         send(c, dest, body, [("persistent", "true")] + list(headers), rid)
