@@ -1,0 +1,62 @@
+/* cluster_wire.h - what eftd nodes send each other over NATS, apart from the
+ * connection: subject and JetStream names made from destination names, the
+ * message payload, and the few fields of JetStream's JSON answers eftd reads.
+ * Pure functions, so that the unit tests and the fuzzer reach them. */
+#ifndef EFT_CLUSTER_WIRE_H
+#define EFT_CLUSTER_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eft/msg.h"
+
+/* Subjects:  eft.q.NAME (queues, in the stream), eft.t.NAME (topics),
+ * eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
+ * escaped as one token (cluster_escape). */
+#define CLUSTER_STREAM "EFT_QUEUES"
+#define CLUSTER_QUEUE_SUBJECTS "eft.q.>"
+/* A JetStream consumer name is a file name on the NATS servers. */
+#define CLUSTER_NAME_MAX 200
+
+/* name as one subject token: letters, digits, '-' and '_' as they are, every
+ * other byte as "%XX" (so '.', '*', '>', spaces and '%' itself cannot
+ * split or widen a subject).  Writes prefix then the token, NUL-terminated,
+ * into out (cap bytes); the length, or 0 if it would not fit. */
+size_t cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len);
+/* The reverse, in place on a token; the length, or -1 if malformed. */
+long cluster_unescape(char *token, size_t len);
+
+/* The payload of a message between nodes:
+ *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered), priority,
+ *   nblocks (1 or STOMP_VERSIONS), 0, expires_ms (8 bytes, little-endian),
+ *   nblocks block lengths (4 bytes each), the blocks, then the body. */
+#define CLUSTER_MSG_MAGIC "EFT1"
+#define CLUSTER_MSG_FIXED 16
+size_t cluster_msg_size(const struct msg *m);
+/* Encode m into out (cluster_msg_size(m) bytes). */
+void cluster_msg_encode(const struct msg *m, char *out);
+/* A message from a payload, as a new one of this node with id id (its
+ * message-id line rewritten).  NULL if out of memory or the payload is
+ * malformed (*bad set then). */
+struct msg *cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t id,
+    bool *bad);
+
+/* JetStream's JSON answers.  The value of the first "key": string (escapes
+ * left as they are) in json, as a pointer into it and a length; false if
+ * none.  Enough for the flat answers JetStream gives (pub acks, errors). */
+bool cluster_json_string(const char *json, size_t len, const char *key, const char **value,
+    size_t *vlen);
+/* The first "key": integer; false if none. */
+bool cluster_json_int(const char *json, size_t len, const char *key, int64_t *value);
+/* An "error" object's code and description: true if json holds one. */
+bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const char **desc,
+    size_t *desc_len);
+
+/* Parse a JetStream ack subject $JS.ACK.<stream>.<consumer>.<delivered>.
+ * <stream seq>.<consumer seq>.<time>.<pending> (2.9 also adds a domain and
+ * account hash in front: $JS.ACK.<domain>.<hash>.<stream>...): how many
+ * times the message was delivered.  False if it is not one. */
+bool cluster_ack_delivered(const char *subject, uint64_t *delivered);
+
+#endif

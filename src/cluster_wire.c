@@ -1,0 +1,303 @@
+/* cluster_wire.c - names, payloads and JSON fields for the NATS cluster
+ * (cluster_wire.h).  No sockets, no libnats. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "eft/cluster_wire.h"
+
+static bool
+token_safe(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	    c == '-' || c == '_';
+}
+
+size_t
+cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(prefix);
+	if (n >= cap)
+		return 0;
+	memcpy(out, prefix, n);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		size_t need = token_safe(c) ? 1 : 3;
+		if (n + need >= cap)
+			return 0;
+		if (need == 1) {
+			out[n++] = (char)c;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[c >> 4];
+			out[n++] = hex[c & 15];
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+long
+cluster_unescape(char *token, size_t len)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)token[i];
+		if (c != '%') {
+			if (!token_safe(c))
+				return -1;
+			token[o++] = (char)c;
+			continue;
+		}
+		if (i + 2 >= len)
+			return -1;
+		int hi = hex_value(token[i + 1]), lo = hex_value(token[i + 2]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		token[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	return (long)o;
+}
+
+/* ---- message payloads ---- */
+
+static void
+put_u32(char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (char)(v >> (8 * i));
+}
+
+static void
+put_u64(char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (char)(v >> (8 * i));
+}
+
+static uint32_t
+get_u32(const char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | (unsigned char)p[i];
+	return v;
+}
+
+static uint64_t
+get_u64(const char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | (unsigned char)p[i];
+	return v;
+}
+
+size_t
+cluster_msg_size(const struct msg *m)
+{
+	int nblocks = msg_nblocks(m);
+	size_t n = CLUSTER_MSG_FIXED + 4 * (size_t)nblocks + m->body_len;
+	for (int v = 0; v < nblocks; v++)
+		n += m->block_len[v];
+	return n;
+}
+
+void
+cluster_msg_encode(const struct msg *m, char *out)
+{
+	int nblocks = msg_nblocks(m);
+	memcpy(out, CLUSTER_MSG_MAGIC, 4);
+	out[4] = (char)((m->persistent ? 1 : 0) | (m->dead ? 2 : 0) | (m->redelivered ? 4 : 0));
+	out[5] = (char)m->priority;
+	out[6] = (char)nblocks;
+	out[7] = 0;
+	put_u64(out + 8, m->expires_ms);
+	char *p = out + CLUSTER_MSG_FIXED;
+	for (int v = 0; v < nblocks; v++, p += 4)
+		put_u32(p, m->block_len[v]);
+	for (int v = 0; v < nblocks; v++) {
+		memcpy(p, m->block[v], m->block_len[v]);
+		p += m->block_len[v];
+	}
+	memcpy(p, m->body, m->body_len);
+}
+
+static bool
+has_message_id(const char *block, size_t len)
+{
+	const char *pos = block, *end = block + len, *line, *value;
+	size_t n, vlen;
+	while (msg_line_next(&pos, end, &line, &n))
+		if (msg_line_is(line, n, "message-id", 10, &value, &vlen))
+			return true;
+	return false;
+}
+
+struct msg *
+cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t id, bool *bad)
+{
+	*bad = true;
+	if (len < CLUSTER_MSG_FIXED || memcmp(data, CLUSTER_MSG_MAGIC, 4) != 0)
+		return NULL;
+	unsigned flags = (unsigned char)data[4], priority = (unsigned char)data[5];
+	int nblocks = (unsigned char)data[6];
+	if ((nblocks != 1 && nblocks != STOMP_VERSIONS) || priority >= MSG_PRIORITIES ||
+	    flags > 7)
+		return NULL;
+	size_t at = CLUSTER_MSG_FIXED + 4 * (size_t)nblocks;
+	if (len < at)
+		return NULL;
+	/* A stand-in pointing into the payload: msg_clone copies it with id as
+	 * its message-id, in one allocation. */
+	struct msg in;
+	memset(&in, 0, sizeof(in));
+	for (int v = 0; v < nblocks; v++) {
+		uint32_t bl = get_u32(data + CLUSTER_MSG_FIXED + 4 * v);
+		if (bl == 0 || bl > len - at || data[at + bl - 1] != '\n')
+			return NULL;
+		in.block[v] = data + at;
+		in.block_len[v] = bl;
+		at += bl;
+	}
+	for (int v = nblocks; v < STOMP_VERSIONS; v++) {
+		in.block[v] = in.block[0];
+		in.block_len[v] = in.block_len[0];
+	}
+	in.body = (char *)(uintptr_t)(data + at);
+	in.body_len = len - at;
+	in.persistent = flags & 1;
+	in.dead = (flags & 2) != 0;
+	in.priority = (uint8_t)priority;
+	in.expires_ms = get_u64(data + 8);
+	for (int v = 0; v < nblocks; v++)
+		if (!has_message_id(in.block[v], in.block_len[v]))
+			return NULL;
+	*bad = false;
+	struct msg *m = msg_clone(pool, &in, id);
+	if (m == NULL)
+		return NULL;
+	m->redelivered = (flags & 4) != 0;
+	return m;
+}
+
+/* ---- JSON fields ---- */
+
+/* Where "key" is followed by a ':' (after blanks): the value's start. */
+static const char *
+json_value(const char *json, size_t len, const char *key)
+{
+	size_t klen = strlen(key);
+	const char *end = json + len;
+	for (const char *p = json; p + klen + 2 <= end; p++) {
+		p = memchr(p, '"', (size_t)(end - p));
+		if (p == NULL || p + klen + 2 > end)
+			return NULL;
+		if (memcmp(p + 1, key, klen) != 0 || p[klen + 1] != '"')
+			continue;
+		const char *v = p + klen + 2;
+		while (v < end && (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r'))
+			v++;
+		if (v >= end || *v != ':')
+			continue;
+		v++;
+		while (v < end && (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r'))
+			v++;
+		return v < end ? v : NULL;
+	}
+	return NULL;
+}
+
+bool
+cluster_json_string(const char *json, size_t len, const char *key, const char **value,
+    size_t *vlen)
+{
+	const char *v = json_value(json, len, key), *end = json + len;
+	if (v == NULL || *v != '"')
+		return false;
+	const char *s = ++v;
+	while (v < end && *v != '"')
+		v += *v == '\\' ? 2 : 1;
+	if (v >= end)
+		return false;
+	*value = s;
+	*vlen = (size_t)(v - s);
+	return true;
+}
+
+bool
+cluster_json_int(const char *json, size_t len, const char *key, int64_t *value)
+{
+	const char *v = json_value(json, len, key), *end = json + len;
+	if (v == NULL)
+		return false;
+	bool neg = *v == '-';
+	v += neg;
+	if (v >= end || *v < '0' || *v > '9')
+		return false;
+	int64_t n = 0;
+	while (v < end && *v >= '0' && *v <= '9' && n < INT64_MAX / 10)
+		n = n * 10 + (*v++ - '0');
+	*value = neg ? -n : n;
+	return true;
+}
+
+bool
+cluster_json_error(const char *json, size_t len, int64_t *err_code, const char **desc,
+    size_t *desc_len)
+{
+	const char *v = json_value(json, len, "error");
+	if (v == NULL || *v != '{')
+		return false;
+	size_t rest = len - (size_t)(v - json);
+	if (!cluster_json_int(v, rest, "err_code", err_code) &&
+	    !cluster_json_int(v, rest, "code", err_code))
+		*err_code = 0;
+	if (!cluster_json_string(v, rest, "description", desc, desc_len)) {
+		*desc = "";
+		*desc_len = 0;
+	}
+	return true;
+}
+
+bool
+cluster_ack_delivered(const char *subject, uint64_t *delivered)
+{
+	if (strncmp(subject, "$JS.ACK.", 8) != 0)
+		return false;
+	const char *tok[16];
+	size_t ntok = 0;
+	for (const char *p = subject; ntok < 16; ) {
+		tok[ntok++] = p;
+		p = strchr(p, '.');
+		if (p == NULL)
+			break;
+		p++;
+	}
+	/* v1: $JS ACK stream consumer delivered ... (9 tokens);
+	 * v2: $JS ACK domain hash stream consumer delivered ... (11 or more) */
+	size_t at;
+	if (ntok == 9)
+		at = 4;
+	else if (ntok >= 11)
+		at = 6;
+	else
+		return false;
+	char *end;
+	unsigned long long n = strtoull(tok[at], &end, 10);
+	if (end == tok[at] || *end != '.')
+		return false;
+	*delivered = n;
+	return true;
+}

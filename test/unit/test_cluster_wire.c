@@ -1,0 +1,222 @@
+/* test_cluster_wire.c - what nodes send each other over NATS: subject
+ * tokens from destination names and back, message payloads and their
+ * damage, JetStream's JSON answers and ack subjects. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eft/cluster_wire.h"
+#include "eft/parser.h"
+
+static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
+
+static struct msg *
+build(struct msg_pool *pool, enum stomp_version v, const char *head, const char *body,
+    size_t body_len, uint64_t id)
+{
+	struct parser p;
+	struct frame *f;
+	parser_init(&p, &limits);
+	p.version = v;
+	assert_int_equal(parser_feed(&p, head, strlen(head)), 0);
+	assert_int_equal(parser_feed(&p, body, body_len), 0);
+	assert_int_equal(parser_feed(&p, "", 1), 0);
+	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
+	const struct header *d = frame_get(f, HDR_DESTINATION);
+	struct msg_spec spec = { .pool = pool, .frame = f, .dest = d->value, .dest_len = d->value_len,
+		.id = id, .priority = MSG_PRIORITY_DEFAULT };
+	struct msg *m = msg_new(&spec);
+	parser_free(&p);
+	assert_non_null(m);
+	return m;
+}
+
+static void
+test_escape_round_trip(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_int_equal(cluster_escape(out, sizeof(out), "eft.q.", "orders", 6), 12);
+	assert_string_equal(out, "eft.q.orders");
+	const char odd[] = "a.b *>%c d\xff";
+	size_t n = cluster_escape(out, sizeof(out), "", odd, sizeof(odd) - 1);
+	assert_string_equal(out, "a%2Eb%20%2A%3E%25c%20d%FF");
+	assert_null(strpbrk(out, ".*> "));
+	assert_int_equal(cluster_unescape(out, n), (long)sizeof(odd) - 1);
+	assert_memory_equal(out, odd, sizeof(odd) - 1);
+	/* does not fit: 0, never a cut name */
+	assert_int_equal(cluster_escape(out, 8, "eft.q.", "ab", 2), 0);
+	assert_int_equal(cluster_escape(out, 9, "eft.q.", "ab", 2), 8);
+	assert_int_equal(cluster_escape(out, 9, "", "...", 3), 0);
+	/* malformed tokens */
+	char bad1[] = "ab%2", bad2[] = "a.b", bad3[] = "%zz", good[] = "%41-_z";
+	assert_int_equal(cluster_unescape(bad1, 4), -1);
+	assert_int_equal(cluster_unescape(bad2, 3), -1);
+	assert_int_equal(cluster_unescape(bad3, 3), -1);
+	assert_int_equal(cluster_unescape(good, 6), 4);
+	assert_memory_equal(good, "A-_z", 4);
+}
+
+static void
+check_round_trip(struct msg_pool *pool, struct msg *m)
+{
+	size_t size = cluster_msg_size(m);
+	char *buf = malloc(size);
+	cluster_msg_encode(m, buf);
+	bool bad = true;
+	struct msg *c = cluster_msg_decode(pool, buf, size, 77, &bad);
+	assert_non_null(c);
+	assert_false(bad);
+	assert_int_equal(c->id, 77);
+	assert_int_equal(c->priority, m->priority);
+	assert_int_equal(c->expires_ms, m->expires_ms);
+	assert_int_equal(c->persistent, m->persistent);
+	assert_int_equal(c->redelivered, m->redelivered);
+	assert_int_equal(msg_nblocks(c), msg_nblocks(m));
+	assert_int_equal(c->body_len, m->body_len);
+	assert_memory_equal(c->body, m->body, m->body_len);
+	const char *v;
+	size_t vlen;
+	assert_true(msg_header(c, "message-id", 10, &v, &vlen));
+	assert_int_equal(vlen, 2);
+	assert_memory_equal(v, "77", 2);
+	assert_true(msg_header(c, "x-k", 3, &v, &vlen));
+	assert_memory_equal(v, "v", 1);
+	/* every cut of it is refused, never read past its end */
+	for (size_t cut = 0; cut < CLUSTER_MSG_FIXED + 8; cut++) {
+		char *part = malloc(cut ? cut : 1);
+		memcpy(part, buf, cut);
+		assert_null(cluster_msg_decode(pool, part, cut, 78, &bad));
+		assert_true(bad);
+		free(part);
+	}
+	msg_unref(c);
+	free(buf);
+}
+
+static void
+test_payload_round_trip(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	static const char body[] = "hello\0world";
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nx-k:v\n"
+	    "content-length:11\n\n", body, 11, 5);
+	m->priority = 7;
+	m->expires_ms = 1234567890123ull;
+	m->persistent = true;
+	check_round_trip(&pool, m);
+	msg_unref(m);
+	/* one block per version: a header 1.0 cannot carry */
+	m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nx-k:v\nx-nl:a\\nb\n\n", "", 0, 6);
+	assert_int_equal(msg_nblocks(m), STOMP_VERSIONS);
+	m->redelivered = true;
+	check_round_trip(&pool, m);
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_payload_damage(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", "x", 1, 5);
+	size_t size = cluster_msg_size(m);
+	char *buf = malloc(size);
+	bool bad;
+	cluster_msg_encode(m, buf);
+	buf[0] = 'X'; /* magic */
+	assert_null(cluster_msg_decode(&pool, buf, size, 1, &bad));
+	assert_true(bad);
+	cluster_msg_encode(m, buf);
+	buf[5] = 10; /* priority */
+	assert_null(cluster_msg_decode(&pool, buf, size, 1, &bad));
+	assert_true(bad);
+	cluster_msg_encode(m, buf);
+	buf[6] = 2; /* nblocks */
+	assert_null(cluster_msg_decode(&pool, buf, size, 1, &bad));
+	assert_true(bad);
+	cluster_msg_encode(m, buf);
+	buf[CLUSTER_MSG_FIXED] = (char)0xff; /* a block longer than the payload */
+	assert_null(cluster_msg_decode(&pool, buf, size, 1, &bad));
+	assert_true(bad);
+	cluster_msg_encode(m, buf);
+	/* a block without its message-id line */
+	char *id = memmem(buf, size, "message-id", 10);
+	assert_non_null(id);
+	id[0] = 'M';
+	assert_null(cluster_msg_decode(&pool, buf, size, 1, &bad));
+	assert_true(bad);
+	free(buf);
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
+static void
+test_json(void **state)
+{
+	(void)state;
+	const char ack[] = "{\"stream\":\"EFT_QUEUES\", \"seq\" : 42,\"duplicate\":true}";
+	const char *v;
+	size_t vlen;
+	int64_t n;
+	assert_true(cluster_json_string(ack, sizeof(ack) - 1, "stream", &v, &vlen));
+	assert_int_equal(vlen, 10);
+	assert_memory_equal(v, "EFT_QUEUES", 10);
+	assert_true(cluster_json_int(ack, sizeof(ack) - 1, "seq", &n));
+	assert_int_equal(n, 42);
+	assert_false(cluster_json_int(ack, sizeof(ack) - 1, "stream", &n));
+	assert_false(cluster_json_string(ack, sizeof(ack) - 1, "missing", &v, &vlen));
+	assert_false(cluster_json_error(ack, sizeof(ack) - 1, &n, &v, &vlen));
+	const char err[] = "{\"type\":\"io.nats.jetstream.api.v1.stream_create_response\","
+	    "\"error\":{\"code\":400,\"err_code\":10058,\"description\":\"stream name \\\"x\\\" "
+	    "already in use\"}}";
+	assert_true(cluster_json_error(err, sizeof(err) - 1, &n, &v, &vlen));
+	assert_int_equal(n, 10058);
+	assert_int_equal(vlen, strlen("stream name \\\"x\\\" already in use"));
+	/* cut anywhere: no read past the end */
+	for (size_t cut = 0; cut < sizeof(err) - 1; cut++) {
+		char *part = malloc(cut ? cut : 1);
+		memcpy(part, err, cut);
+		cluster_json_error(part, cut, &n, &v, &vlen);
+		cluster_json_string(part, cut, "description", &v, &vlen);
+		free(part);
+	}
+}
+
+static void
+test_ack_subjects(void **state)
+{
+	(void)state;
+	uint64_t d = 0;
+	assert_true(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5", &d));
+	assert_int_equal(d, 3);
+	assert_true(cluster_ack_delivered(
+	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.10.9.1700000000000000000.5.xyz", &d));
+	assert_int_equal(d, 1);
+	assert_false(cluster_ack_delivered("_INBOX.abc.q.1", &d));
+	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5", &d));
+	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a", &d));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_escape_round_trip),
+		cmocka_unit_test(test_payload_round_trip),
+		cmocka_unit_test(test_payload_damage),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_ack_subjects),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
