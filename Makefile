@@ -24,7 +24,7 @@ CC       ?= gcc
 OPTFLAGS ?= -O2 -g
 CFLAGS   += -std=c11 $(OPTFLAGS) -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS   += -levent -lsodium -lssl -lcrypto
+LDLIBS   += -levent -levent_pthreads -lnats -lsodium -lssl -lcrypto
 # make run: STOMP on 61613, STOMP over WebSocket where Web-STOMP has it, the
 # admin listener (dashboard, metrics, eftctl) where RabbitMQ's management is;
 # persistent messages in data/ (git ignores it, make clean leaves it).

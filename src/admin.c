@@ -13,6 +13,7 @@
 #include "eft/admin.h"
 #include "eft/auth.h"
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/durable.h"
 #include "eft/log.h"
@@ -469,6 +470,8 @@ purge_one(struct msg *m, void *arg)
 	struct purge_count *pc = arg;
 	if (m->seg != 0)
 		store_consumed(pc->b->store, m);
+	if (m->remote_ack != NULL)
+		cluster_terminated(pc->b->cluster, m);
 	pc->n++;
 }
 

@@ -14,6 +14,7 @@
 
 #include "eft/auth.h"
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/http.h"
 #include "eft/listener.h"
@@ -89,6 +90,48 @@ bool
 broker_journal_holds(const struct broker *b, const struct conn *c)
 {
 	return c->journal_commit > b->commits;
+}
+
+void
+broker_cluster_hold(struct broker *b, struct conn *c)
+{
+	if (c->cluster_held)
+		return;
+	c->cluster_held = true;
+	c->held_prev = NULL;
+	c->held_next = b->held;
+	if (b->held)
+		b->held->held_prev = c;
+	b->held = c;
+}
+
+void
+broker_cluster_unhold(struct broker *b, struct conn *c)
+{
+	if (!c->cluster_held)
+		return;
+	if (c->held_prev)
+		c->held_prev->held_next = c->held_next;
+	else
+		b->held = c->held_next;
+	if (c->held_next)
+		c->held_next->held_prev = c->held_prev;
+	c->held_prev = c->held_next = NULL;
+	c->cluster_held = false;
+}
+
+void
+broker_cluster_acked(struct broker *b)
+{
+	for (struct conn *c = b->held, *next; c != NULL; c = next) {
+		next = c->held_next;
+		if (c->cluster_wait > b->cluster_acked)
+			continue;
+		broker_cluster_unhold(b, c);
+		broker_want_flush(b, c);
+	}
+	if (b->paused != NULL && !cluster_busy(b->cluster))
+		broker_check_paused(b);
 }
 
 /* The journal cannot be written: write the output of the connections that
@@ -196,7 +239,7 @@ broker_disk_full(struct broker *b)
 static bool
 may_resume(const struct broker *b, const struct conn *c)
 {
-	if (b->memory_alarm || b->disk_alarm)
+	if (b->memory_alarm || b->disk_alarm || (b->cluster != NULL && cluster_busy(b->cluster)))
 		return false;
 	const struct dest *d = c->paused_on;
 	/* If any destination was freed since, paused_on may be gone: resume, and

@@ -28,7 +28,7 @@ cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size
 		if (need == 1) {
 			out[n++] = (char)c;
 		} else {
-			out[n++] = '%';
+			out[n++] = '=';
 			out[n++] = hex[c >> 4];
 			out[n++] = hex[c & 15];
 		}
@@ -53,7 +53,7 @@ cluster_unescape(char *token, size_t len)
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)token[i];
-		if (c != '%') {
+		if (c != '=') {
 			if (!token_safe(c))
 				return -1;
 			token[o++] = (char)c;

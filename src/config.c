@@ -82,6 +82,13 @@ static const struct key_def keys[CFG_NKEYS] = {
 	SIZE_KEY(CFG_JOURNAL_SEGMENT_SIZE, "journal-segment-size", journal_segment_size, 64u << 10,
 	    1ull << 30),
 	KEY(CFG_RECOVER, "recover", T_BOOL, recover, 0, 0, false),
+	KEY(CFG_CLUSTER, "cluster", T_STRING, cluster, 0, 0, false),
+	KEY(CFG_CLUSTER_USER, "cluster-user", T_STRING, cluster_user, 0, 0, false),
+	KEY(CFG_CLUSTER_PASSWORD, "cluster-password", T_STRING, cluster_password, 0, 0, false),
+	KEY(CFG_CLUSTER_CREDS_FILE, "cluster-creds-file", T_PATH, cluster_creds_file, 0, 0, false),
+	KEY(CFG_NODE_NAME, "node-name", T_STRING, node_name, 0, 0, false),
+	UINT_KEY(CFG_CLUSTER_REPLICAS, "cluster-replicas", cluster_replicas, 1, 5),
+	UINT_KEY(CFG_CLUSTER_ACK_WAIT_MS, "cluster-ack-wait-ms", cluster_ack_wait_ms, 100, 3600000),
 	KEY(CFG_LOG_FILE, "log-file", T_PATH, log_file, 0, 0, false),
 };
 
@@ -129,6 +136,8 @@ config_defaults(struct config *cfg)
 	snprintf(cfg->ws_frame, sizeof(cfg->ws_frame), "text");
 	snprintf(cfg->fsync, sizeof(cfg->fsync), "everysec");
 	cfg->journal_segment_size = 64u << 20;
+	cfg->cluster_replicas = 1;
+	cfg->cluster_ack_wait_ms = 30000;
 }
 
 static int
@@ -664,6 +673,50 @@ config_host_is_loopback(const char *host)
 	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
+/* cluster: nats:// (or tls://) URLs, comma-separated, each with a port; a
+ * login is a user with a password, or a creds file, not both. */
+static int
+check_cluster(const struct config *cfg, char *err, size_t errlen)
+{
+	bool login = cfg->cluster_user[0] || cfg->cluster_password[0];
+	if (!cfg->cluster[0]) {
+		if (login || cfg->cluster_creds_file[0] || cfg->node_name[0]) {
+			snprintf(err, errlen, "cluster-user, cluster-password, cluster-creds-file and "
+			    "node-name need cluster = nats://HOST:PORT");
+			return -1;
+		}
+		return 0;
+	}
+	char list[sizeof(cfg->cluster)];
+	snprintf(list, sizeof(list), "%s", cfg->cluster);
+	char *save = NULL;
+	for (char *url = strtok_r(list, ", ", &save); url; url = strtok_r(NULL, ", ", &save)) {
+		const char *rest = strncmp(url, "nats://", 7) == 0 ? url + 7 :
+		    strncmp(url, "tls://", 6) == 0 ? url + 6 : NULL;
+		const char *colon = rest ? strrchr(rest, ':') : NULL;
+		if (rest == NULL || colon == NULL || colon == rest || colon[1] == '\0' ||
+		    strspn(colon + 1, "0123456789") != strlen(colon + 1)) {
+			snprintf(err, errlen, "cluster: '%s' is not nats://HOST:PORT", url);
+			return -1;
+		}
+	}
+	if (cfg->cluster_user[0] != '\0' && cfg->cluster_password[0] == '\0') {
+		snprintf(err, errlen, "cluster-user needs cluster-password");
+		return -1;
+	}
+	if (login && cfg->cluster_creds_file[0]) {
+		snprintf(err, errlen, "cluster-creds-file and cluster-user/cluster-password: give one "
+		    "way to log in to NATS");
+		return -1;
+	}
+	if (cfg->data_dir[0]) {
+		snprintf(err, errlen, "data-dir and cluster: in a cluster JetStream keeps the queues' "
+		    "messages, not the local journal; give one of them");
+		return -1;
+	}
+	return 0;
+}
+
 int
 config_check(struct config *cfg, char *err, size_t errlen)
 {
@@ -739,6 +792,8 @@ config_check(struct config *cfg, char *err, size_t errlen)
 		return -1;
 	if (check_pair(cfg, CFG_OUTPUT_HIGH_WATER, cfg->max_output - 1, CFG_MAX_OUTPUT,
 	    "not below", "", cfg->max_output / 2, err, errlen) != 0)
+		return -1;
+	if (check_cluster(cfg, err, errlen) != 0)
 		return -1;
 	/* Only now are the global settings final, wherever the file gave them. */
 	for (size_t i = 0; i < cfg->npolicies; i++) {

@@ -145,6 +145,7 @@ conn_free(struct conn *c)
 	struct broker *b = c->broker;
 	if (c->paused)
 		paused_unlink(c);
+	broker_cluster_unhold(b, c);
 	if (!conn_is_closing(c))
 		conn_detach(c);
 	broker_flush_remove(b, c);
@@ -319,6 +320,11 @@ conn_unblock(struct conn *c)
 int
 conn_flush(struct conn *c)
 {
+	/* Cluster mode: a RECEIPT for a SEND waits for JetStream's ack. */
+	if (c->cluster_wait > c->broker->cluster_acked) {
+		broker_cluster_hold(c->broker, c);
+		return 0;
+	}
 	if (c->overflow) {
 		log_warn("%s: slow consumer: %zu bytes unread (max-output %zu), closing", c->peer,
 		    outbuf_length(&c->out), c->broker->cfg->max_output);

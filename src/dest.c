@@ -48,6 +48,7 @@ struct dest {
 	size_t nstarved_part;                 /* ... of them that saw only part of the queue */
 	uint64_t part_checked;                /* pops when those were last looked at again */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
+	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
@@ -421,6 +422,13 @@ dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg)
 		fn(d, arg);
 }
 
+void
+dests_foreach_mutable(struct dests *t, void (*fn)(struct dest *d, void *arg), void *arg)
+{
+	for (struct dest *d = t->by_name; d != NULL; d = d->hh.next)
+		fn(d, arg);
+}
+
 size_t
 dests_expire(struct dests *t, uint64_t now, size_t budget)
 {
@@ -502,6 +510,18 @@ struct temp *
 dest_temp(const struct dest *d)
 {
 	return d->temp;
+}
+
+void *
+dest_remote(const struct dest *d)
+{
+	return d->remote;
+}
+
+void
+dest_set_remote(struct dest *d, void *remote)
+{
+	d->remote = remote;
 }
 
 void
@@ -756,13 +776,22 @@ dispatch_selective(struct dest *d)
 	}
 }
 
+static void dispatch_plain(struct dest *d);
+
 void
 dest_dispatch(struct dest *d)
 {
-	if (d->nselective > 0) {
+	if (d->nselective > 0)
 		dispatch_selective(d);
-		return;
-	}
+	else
+		dispatch_plain(d);
+	if (d->remote != NULL)
+		d->owner->hooks.refill(d->owner->hooks.remote_arg, d);
+}
+
+static inline void
+dispatch_plain(struct dest *d)
+{
 	while (d->q.count > 0 && d->ready_head != NULL) {
 		struct msg *m = q_first(&d->q);
 		if (m->expires_ms != 0 && expired(d, m)) {
@@ -938,6 +967,10 @@ void
 dest_requeue(struct dest *d, struct msg *m)
 {
 	d->q.out--;
+	if (m->remote_ack != NULL && d->owner->hooks.give_back != NULL) {
+		d->owner->hooks.give_back(d->owner->hooks.remote_arg, d, m);
+		return;
+	}
 	m->returns++;
 	uint32_t max = d->policy->max_redeliveries;
 	if (max != 0 && m->returns > max) {

@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/config.h"
 #include "eft/lifetime.h"
 #include "eft/log.h"
@@ -76,12 +77,26 @@ dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
 			store_consumed(b->store, m);
 		store_batch_end(b->store);
 	}
+	if (m->remote_ack != NULL)
+		cluster_terminated(b->cluster, m);
 	msg_unref(m);
 	if (copy == NULL) {
 		b->stats.dropped[STAT_DROP_EXPIRED + why]++;
 		return;
 	}
 	b->stats.dead_lettered[why]++;
+	if (b->cluster != NULL && dest_temp(dlq) == NULL) {
+		/* In a cluster the dead-letter queue is a clustered queue too. */
+		const char *err;
+		if (cluster_send(b->cluster, NULL, ADDR_QUEUE, dlq_name, dlq_len, copy, &err) != 0) {
+			log_error("cluster: a dead letter for %s was dropped: %s", dlq_name, err);
+			b->stats.dead_lettered[why]--;
+			b->stats.dropped[STAT_DROP_EXPIRED + why]++;
+		}
+		msg_unref(copy);
+		dests_release(&b->dests, dlq);
+		return;
+	}
 	dest_publish(dlq, copy, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 }
 

@@ -12,6 +12,7 @@
 
 #include "eft/auth.h"
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/config.h"
 #include "eft/listener.h"
 #include "eft/log.h"
@@ -261,6 +262,12 @@ main(int argc, char **argv)
 	int rc = 1;
 	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
 	struct broker *b = NULL;
+	/* libnats's own threads (reconnects, pings) touch the loop: only then
+	 * does libevent need its locks. */
+	if (cfg.cluster[0] != '\0' && cluster_prepare_libevent() != 0) {
+		fprintf(stderr, "eftd: cannot make libevent thread-aware for the cluster\n");
+		return 1;
+	}
 	struct event_base *base = event_base_new();
 	if (base == NULL) {
 		fprintf(stderr, "eftd: cannot create the event loop\n");
@@ -289,6 +296,11 @@ main(int argc, char **argv)
 	if (cfg.max_connections > fit)
 		log_warn("max-connections %zu is more than the open-file limit allows: using %zu",
 		    cfg.max_connections, fit);
+	/* Before the listeners: a client never finds the node without its cluster. */
+	if (cfg.cluster[0] != '\0' && (b->cluster = cluster_start(b, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "eftd: %s\n", err);
+		goto out;
+	}
 	if (broker_listen(b, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
 		goto out;
@@ -309,7 +321,10 @@ main(int argc, char **argv)
 		    strchr(l->where.host, ':') ? "]" : "", l->port, l->where.path);
 	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
 	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
-	if (b->store == NULL)
+	if (b->cluster != NULL)
+		log_info("cluster node %s: queues in JetStream stream EFT_QUEUES (replicas %u), "
+		    "topics and replies over NATS", cluster_node(b->cluster), cfg.cluster_replicas);
+	else if (b->store == NULL)
 		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
 		    "will not survive a restart");
 	if (event_base_dispatch(base) < 0) {
@@ -317,6 +332,8 @@ main(int argc, char **argv)
 		goto out;
 	}
 	broker_close_all(b);
+	cluster_stop(b->cluster); /* gives back what this node held */
+	b->cluster = NULL;
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
 	if (queued > 0 && b->store != NULL)
 		log_info("%zu message%s queued on %zu destination%s; %llu persistent in the journal",
@@ -340,6 +357,10 @@ main(int argc, char **argv)
 	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]);
 	rc = 0;
 out:
+	if (b != NULL && b->cluster != NULL) {
+		cluster_stop(b->cluster);
+		b->cluster = NULL;
+	}
 	broker_free(b);
 	if (sigint)
 		event_free(sigint);

@@ -128,6 +128,7 @@ msg_init_life(struct msg *m)
 	m->returns = 0;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
+	m->remote_ack = NULL;
 	/* qprev, qnext: set when it is queued */
 }
 
@@ -554,6 +555,11 @@ msg_unref(struct msg *m)
 {
 	if (--m->refs != 0)
 		return;
+	if (m->remote_ack != NULL) {
+		/* never settled here (eftd stopping): JetStream sends it again */
+		free(m->remote_ack);
+		m->remote_ack = NULL;
+	}
 	struct msg_pool *pool = m->pool;
 	if (pool != NULL)
 		pool->live_bytes -= m->size;

@@ -14,6 +14,7 @@
 
 #include "eft/auth.h"
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/durable.h"
@@ -344,6 +345,18 @@ fail_unstored(struct conn *c, const struct frame *f)
 	    store_error(c->broker->store), frame_cmd_name(f->cmd));
 }
 
+/* Cluster mode: NATS is down, or the name cannot be a NATS subject. */
+static enum result
+fail_cluster(struct conn *c, const struct frame *f, int why)
+{
+	if (why == ROUTE_CLUSTER_NAME)
+		return fail(c, f, "destination name too long for the cluster", "A clustered "
+		    "destination's name becomes a NATS subject; this one is too long.");
+	return fail(c, f, "cluster unavailable", "This eftd node cannot reach NATS (%s) just now: "
+	    "this %s was not applied; try again, or another node.", c->broker->cfg->cluster,
+	    frame_cmd_name(f->cmd));
+}
+
 /* A number header of at most 200 bytes shown back in an ERROR. */
 #define SHOWN(h) (int)((h)->value_len > 200 ? 200 : (h)->value_len), (h)->value
 
@@ -451,11 +464,13 @@ handle_send(struct conn *c, struct frame *f)
 		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
-		return fail_oom(c, f);
+		return rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 	}
-	/* Flow control: a producer that filled a queue, memory or disk, waits. */
+	/* Flow control: a producer that filled a queue, memory or disk, waits
+	 * (in a cluster, also while too many SENDs wait for JetStream). */
 	if (broker_memory_full(c->broker) ||
-	    (c->broker->store != NULL && broker_disk_full(c->broker)))
+	    (c->broker->store != NULL && broker_disk_full(c->broker)) ||
+	    (c->broker->cluster != NULL && cluster_busy(c->broker->cluster)))
 		conn_pause(c, NULL);
 	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
@@ -547,6 +562,12 @@ handle_subscribe(struct conn *c, struct frame *f)
 	if (selh != NULL && is_durable)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
+	struct cluster *cl = c->broker->cluster;
+	if (cl != NULL && is_durable)
+		return fail(c, f, "durable subscriptions are not supported in cluster mode",
+		    "This eftd is a cluster node; subscribe without a durable name, or use a queue.");
+	if (cl != NULL && tq == NULL && !cluster_up(cl))
+		return fail_cluster(c, f, ROUTE_CLUSTER_DOWN);
 	struct selector *sel = NULL;
 	if (selh != NULL) {
 		char why[160], message[192];
@@ -578,6 +599,11 @@ handle_subscribe(struct conn *c, struct frame *f)
 	if (s == NULL) {
 		dests_release(dests, d);
 		return fail_oom(c, f);
+	}
+	int crc;
+	if (cl != NULL && tq == NULL && (crc = cluster_sub_added(cl, d, s)) != 0) {
+		sub_free(s);
+		return crc == -1 ? fail_oom(c, f) : fail_cluster(c, f, ROUTE_CLUSTER_NAME);
 	}
 	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
@@ -734,7 +760,8 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		tx_abort(&c->session, t);
 		return fail_unstored(c, f);
 	}
-	return tx_commit(&c->session, t) == 0 ? RESULT_OK : fail_oom(c, f);
+	int rc = tx_commit(&c->session, t);
+	return rc == 0 ? RESULT_OK : rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 }
 
 static enum result
@@ -806,12 +833,25 @@ static const handler_fn handlers[CMD_COUNT] = {
 
 static inline void handle(struct conn *c, struct frame *f);
 
+/* Cluster mode: a frame's RECEIPT (and what follows it) waits until
+ * JetStream has acked the connection's queue SENDs so far. */
+static __attribute__((noinline)) void
+handle_clustered(struct conn *c, struct frame *f)
+{
+	handle(c, f);
+	if (c->cluster_last_pub > c->broker->cluster_acked && frame_get(f, HDR_RECEIPT) != NULL)
+		c->cluster_wait = c->cluster_last_pub;
+}
+
 void
 proto_handle(struct conn *c, struct frame *f)
 {
 	struct store *st = c->broker->store;
 	if (st == NULL) {
-		handle(c, f);
+		if (__builtin_expect(c->broker->cluster != NULL, 0))
+			handle_clustered(c, f);
+		else
+			handle(c, f);
 		return;
 	}
 	/* What the frame wrote to the journal must be on disk before its

@@ -2,6 +2,7 @@
  * a SEND inside a transaction is routed by the same code at COMMIT. */
 #include <string.h>
 
+#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
@@ -127,11 +128,52 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 	return publish(ss, d, m);
 }
 
+bool
+route_clustered(const struct session *ss, const char *name, size_t len, enum address_kind kind)
+{
+	const struct cluster *cl = ss->broker->cluster;
+	return cl != NULL && (kind == ADDR_QUEUE || kind == ADDR_TOPIC ||
+	    (kind == ADDR_REPLY_QUEUE && cluster_reply_is_remote(cl, name, len)));
+}
+
+int
+route_cluster(struct session *ss, const char *name, size_t len, enum address_kind kind,
+    struct msg *m)
+{
+	struct broker *b = ss->broker;
+	const char *err = NULL;
+	if (cluster_send(b->cluster, ss->conn, kind, name, len, m, &err) != 0) {
+		log_info("%s: SEND to %.*s refused: %s", session_peer(ss), (int)(len > 200 ? 200 : len),
+		    name, err);
+		return strcmp(err, "out of memory") == 0 ? -1 :
+		    strcmp(err, "cluster unavailable") == 0 ? ROUTE_CLUSTER_DOWN : ROUTE_CLUSTER_NAME;
+	}
+	if (kind != ADDR_TOPIC) {
+		b->stats.msgs_in++;
+		msg_unref(m);
+		return 0;
+	}
+	/* A topic's subscribers here get it from here: NATS does not echo it. */
+	int rc = 0;
+	struct dest *d = route_resolve(ss, name, len, kind, &rc);
+	if (rc != 0 || publish(ss, d, m) != 0) {
+		msg_unref(m);
+		b->stats.dropped[STAT_DROP_NO_MEMORY]++;
+	}
+	return 0;
+}
+
 int
 route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
     struct dest **where)
 {
 	int err = 0;
+	if (__builtin_expect(ss->broker->cluster != NULL, 0) &&
+	    route_clustered(ss, name, len, kind)) {
+		if (where != NULL)
+			*where = NULL;
+		return route_cluster(ss, name, len, kind, m);
+	}
 	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
 	if (d == NULL)
 		d = route_resolve(ss, name, len, kind, &err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/selector.h"
@@ -30,6 +31,16 @@ sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out)
 	else
 		return -1;
 	return 0;
+}
+
+/* Consumed here: the journal or JetStream forgets it. */
+static __attribute__((noinline)) void
+consumed(struct broker *b, struct msg *m)
+{
+	if (m->seg != 0)
+		store_consumed(b->store, m);
+	if (m->remote_ack != NULL)
+		cluster_consumed(b->cluster, m);
 }
 
 struct sub *
@@ -110,6 +121,8 @@ sub_free(struct sub *s)
 		dest_requeue(d, dl->msg);
 		free(dl);
 	}
+	if (ss->broker->cluster != NULL)
+		cluster_sub_removed(ss->broker->cluster, d, s);
 	dest_dispatch(d);
 	dests_release(&ss->broker->dests, d);
 	selector_free(s->selector);
@@ -261,8 +274,8 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		if (m->seg != 0)
 			store_delivered(ss->broker->store, m);
 	} else {
-		if (m->seg != 0) /* auto-ack: handed out is gone */
-			store_consumed(ss->broker->store, m);
+		if (m->seg != 0 || m->remote_ack != NULL) /* auto-ack: handed out is gone */
+			consumed(ss->broker, m);
 		msg_unref(m);
 	}
 	ss->broker->stats.deliveries++;
@@ -299,8 +312,8 @@ sub_settle(struct session *ss, const struct delivery_key *k, enum settle how)
 		} else {
 			dest_settled(s->dest);
 			ss->broker->stats.acked++;
-			if (dl->msg->seg != 0)
-				store_consumed(ss->broker->store, dl->msg);
+			if (dl->msg->seg != 0 || dl->msg->remote_ack != NULL)
+				consumed(ss->broker, dl->msg);
 			msg_unref(dl->msg);
 		}
 		free(dl);

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/session.h"
@@ -49,9 +50,16 @@ temp_get(struct session *ss, const char *name, size_t len)
 	t->name[len] = '\0';
 	t->name_len = len;
 
-	char qname[REPLY_PREFIX_LEN + 8 + 23];
+	char qname[REPLY_PREFIX_LEN + 8 + 23 + 400];
 	memcpy(qname, REPLY_PREFIX "eft.gen-", REPLY_PREFIX_LEN + 8);
 	random_name(qname + REPLY_PREFIX_LEN + 8);
+	/* In a cluster the name says which node has it: replies find their way. */
+	if (ss->broker->cluster != NULL) {
+		char random[23];
+		memcpy(random, qname + REPLY_PREFIX_LEN + 8, sizeof(random));
+		if (cluster_temp_name(ss->broker->cluster, qname, sizeof(qname), random) == 0)
+			goto fail;
+	}
 	t->dest = dests_get(&ss->broker->dests, qname, strlen(qname), DEST_QUEUE);
 	if (t->dest == NULL)
 		goto fail;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
@@ -133,9 +134,21 @@ tx_commit(struct session *ss, struct tx *t)
 {
 	struct tx_op *op;
 	struct store *store = ss->broker->store;
+	/* In a cluster, all of it or none: NATS must be there now. */
+	struct cluster *cl = ss->broker->cluster;
+	for (op = t->head; cl != NULL && op != NULL; op = op->next) {
+		if (op->kind == TX_SEND && route_clustered(ss, op->dest, op->dest_len, op->dest_kind) &&
+		    !cluster_up(cl)) {
+			log_info("%s: transaction %s not committed: cluster unavailable",
+			    session_peer(ss), t->name);
+			tx_free(ss, t);
+			return ROUTE_CLUSTER_DOWN;
+		}
+	}
 	/* Destinations are looked up now: one may have come and gone since SEND. */
 	for (op = t->head; op != NULL; op = op->next) {
-		if (op->kind != TX_SEND)
+		if (op->kind != TX_SEND || (cl != NULL && route_clustered(ss, op->dest, op->dest_len,
+		    op->dest_kind)))
 			continue;
 		int err;
 		op->target = route_resolve(ss, op->dest, op->dest_len, op->dest_kind, &err);
@@ -163,6 +176,15 @@ tx_commit(struct session *ss, struct tx *t)
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
 			sub_settle(ss, &op->key, op->how);
+			continue;
+		}
+		if (cl != NULL && route_clustered(ss, op->dest, op->dest_len, op->dest_kind)) {
+			if (route_cluster(ss, op->dest, op->dest_len, op->dest_kind, op->msg) != 0) {
+				log_error("%s: transaction %s: a SEND to %s was lost (cluster)",
+				    session_peer(ss), t->name, op->dest);
+				msg_unref(op->msg);
+			}
+			op->msg = NULL;
 			continue;
 		}
 		if (op->target != NULL)

@@ -25,6 +25,7 @@ struct auth;
 struct tls_server;
 struct store;
 struct http_server;
+struct cluster;
 
 /* Frames eftd sends, by command (MESSAGE is stats.deliveries). */
 enum stat_out { STAT_OUT_CONNECTED, STAT_OUT_RECEIPT, STAT_OUT_ERROR, STAT_OUT_COUNT };
@@ -98,6 +99,9 @@ struct broker {
 	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 	size_t durables;                     /* durable subscriptions (durable.c) */
 	uint64_t commits;                    /* journal commits that succeeded */
+	struct cluster *cluster;             /* cluster mode (cluster.c), or NULL */
+	uint64_t cluster_acked;              /* queue SENDs JetStream acked, all up to this one */
+	struct conn *held;                   /* output waiting for those acks, by held_next */
 };
 
 /* NULL if out of memory. */
@@ -126,6 +130,13 @@ bool broker_commit(struct broker *b);
 void broker_journal_wait(struct broker *b, struct conn *c);
 /* Does c's output wait for records not yet written? */
 bool broker_journal_holds(const struct broker *b, const struct conn *c);
+
+/* c's output waits for JetStream's acks up to c->cluster_wait. */
+void broker_cluster_hold(struct broker *b, struct conn *c);
+/* cluster_acked moved on: write the output that waited for it. */
+void broker_cluster_acked(struct broker *b);
+/* c is going: off the held list. */
+void broker_cluster_unhold(struct broker *b, struct conn *c);
 
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);

@@ -20,8 +20,9 @@
 #define CLUSTER_NAME_MAX 200
 
 /* name as one subject token: letters, digits, '-' and '_' as they are, every
- * other byte as "%XX" (so '.', '*', '>', spaces and '%' itself cannot
- * split or widen a subject).  Writes prefix then the token, NUL-terminated,
+ * other byte as "=XX" (so '.', '*', '>', spaces and '=' itself cannot split
+ * or widen a subject).  Not '%': nats-server 2.9 formats ack subjects with
+ * the consumer name as a printf format, and a '%' in it breaks them.  Writes prefix then the token, NUL-terminated,
  * into out (cap bytes); the length, or 0 if it would not fit. */
 size_t cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len);
 /* The reverse, in place on a token; the length, or -1 if malformed. */

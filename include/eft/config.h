@@ -54,6 +54,13 @@ enum config_key {
 	CFG_MAX_DISK,
 	CFG_JOURNAL_SEGMENT_SIZE,
 	CFG_RECOVER,
+	CFG_CLUSTER,
+	CFG_CLUSTER_USER,
+	CFG_CLUSTER_PASSWORD,
+	CFG_CLUSTER_CREDS_FILE,
+	CFG_NODE_NAME,
+	CFG_CLUSTER_REPLICAS,
+	CFG_CLUSTER_ACK_WAIT_MS,
 	CFG_LOG_FILE,
 	CFG_NKEYS
 };
@@ -128,6 +135,13 @@ struct config {
 	size_t max_disk;              /* journal bytes above which producers wait; 0: 80% of free space */
 	size_t journal_segment_size;  /* a new journal file is begun past this size */
 	bool recover;                 /* skip damaged journal records instead of refusing to start */
+	char cluster[1024];           /* NATS servers, nats://HOST:PORT,...; "": one node alone */
+	char cluster_user[256];       /* NATS login, with cluster_password */
+	char cluster_password[256];
+	char cluster_creds_file[PATH_MAX]; /* a NATS .creds file (JWT and NKey seed) instead */
+	char node_name[128];          /* this node's name in the cluster; "": host name and port */
+	unsigned cluster_replicas;    /* JetStream replicas of the queue stream */
+	unsigned cluster_ack_wait_ms; /* unacknowledged this long, a message goes to another node */
 	char log_file[PATH_MAX];      /* log lines go here (reopened at SIGHUP); "": stderr */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */

@@ -40,6 +40,10 @@ struct conn {
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;
 	uint64_t journal_commit;       /* its output waits for the broker's commit number this */
+	uint64_t cluster_last_pub;     /* cluster: its last queue SEND's number (cluster.c) */
+	uint64_t cluster_wait;         /* its output waits until JetStream acked SENDs to this */
+	bool cluster_held;             /* ... and it is on the broker's held list */
+	struct conn *held_prev, *held_next;
 	struct conn *prev, *next;      /* broker->conns */
 	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
 	unsigned hb_recv_ms;           /* the client promised to send this often; 0 = no promise */

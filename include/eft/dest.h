@@ -56,6 +56,13 @@ struct dests_hooks {
 	const struct dest_policy *(*policy)(void *arg, const char *name, size_t len);
 	/* m, taken off queue d, died: takes the reference. */
 	void (*dead)(void *arg, struct dest *d, struct msg *m, enum dest_death why);
+	/* Cluster mode (cluster.c), for queues with dest_remote set: */
+	void *remote_arg;
+	/* d's subscribers may take more than it holds. */
+	void (*refill)(void *remote_arg, struct dest *d);
+	/* m (m->remote_ack set), handed out from d, is given back: takes the
+	 * reference (another node may have it). */
+	void (*give_back)(void *remote_arg, struct dest *d, struct msg *m);
 };
 
 /* An expiring queued message, in the heap by time. */
@@ -98,6 +105,8 @@ size_t dests_queued(const struct dests *t, size_t *nqueues);
 struct dest **dests_sorted(const struct dests *t, size_t *n);
 /* Call fn on every destination (fn must not free any). */
 void dests_foreach(const struct dests *t, void (*fn)(const struct dest *d, void *arg), void *arg);
+/* The same, for a fn that may change the destination (not free it). */
+void dests_foreach_mutable(struct dests *t, void (*fn)(struct dest *d, void *arg), void *arg);
 /* Take up to budget queued messages whose time has come (at or before now)
  * off their queues, to the dead hook; returns how many.  The caller frees
  * destinations nothing holds any more (dests_prune is not needed: a queue
@@ -119,6 +128,9 @@ struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL 
 const struct dest_policy *dest_policy(const struct dest *d);
 size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
+/* Cluster mode: what cluster.c knows d by, or NULL (not pulled from NATS). */
+void *dest_remote(const struct dest *d);
+void dest_set_remote(struct dest *d, void *remote);
 
 /* Subscribers come and go (sub.c keeps the links in struct sub; s->selector
  * is set before dest_sub_add). */

@@ -55,6 +55,8 @@ struct msg {
 	size_t body_len;
 	size_t size;                       /* bytes allocated, for accounting */
 	struct store_link *link;           /* the journal's bookkeeping while seg != 0 (store.c) */
+	char *remote_ack;                  /* cluster mode: its JetStream ack subject (malloc'd),
+	                                      until acknowledged, given back or dead */
 	char data[];
 };
 

@@ -1,0 +1,63 @@
+/* cluster.h - several eftd nodes as one broker, on NATS (cluster = ...).
+ *
+ * Topics go over core NATS, queues live in one JetStream work-queue stream
+ * with a durable pull consumer per queue shared by every node, and replies
+ * to a temp-queue go to the node that owns it.  The NATS connection runs on
+ * eftd's own libevent loop (libnats's event-loop mode); the few callbacks
+ * libnats makes from its own threads only wake the loop.  Without a
+ * cluster setting none of this is made and b->cluster is NULL.
+ * docs/cluster.md gives the semantics and guarantees. */
+#ifndef EFT_CLUSTER_H
+#define EFT_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eft/address.h"
+
+struct broker;
+struct conn;
+struct dest;
+struct msg;
+struct sub;
+struct cluster;
+
+/* Before the event base is made: libnats calls libevent from its threads. */
+int cluster_prepare_libevent(void);
+/* Connect (retrying in the background if NATS cannot be reached yet: one
+ * log line, then retries with backoff).  NULL with a reason in err if the
+ * settings are refused or out of memory. */
+struct cluster *cluster_start(struct broker *b, char *err, size_t errlen);
+/* Give back what this node holds (buffered and unacknowledged queue
+ * messages go to other nodes at once), then close. */
+void cluster_stop(struct cluster *cl);
+/* Connected, and the queue stream is there: clustered destinations work. */
+bool cluster_up(const struct cluster *cl);
+/* So many queue SENDs wait for JetStream's ack that producers should wait. */
+bool cluster_busy(const struct cluster *cl);
+/* This node's name, and its token in subjects and temp-queue names. */
+const char *cluster_node(const struct cluster *cl);
+
+/* A SEND to a queue, a topic or another node's temp-queue.  For a topic
+ * the caller also delivers it here.  0: sent (m's reference is the
+ * caller's still); -1: NATS is down or out of memory (err says which).
+ * c->cluster_last_pub is set for a queue SEND: its receipt waits for
+ * JetStream's ack (cluster_holds). */
+int cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,
+    size_t len, const struct msg *m, const char **err);
+/* Is /reply-queue/name another node's temp-queue? */
+bool cluster_reply_is_remote(const struct cluster *cl, const char *name, size_t len);
+/* The broker-wide name of a new temp-queue of this node, into out (cap
+ * bytes): /reply-queue/eft.NODE.RANDOM. */
+size_t cluster_temp_name(const struct cluster *cl, char *out, size_t cap, const char *random);
+
+/* s was added to, or is leaving, its destination d. */
+int cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s);
+void cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s);
+/* m (a clustered queue message) was consumed here: acknowledge it. */
+void cluster_consumed(struct cluster *cl, struct msg *m);
+/* m died here (expired, rejected, ...): JetStream forgets it. */
+void cluster_terminated(struct cluster *cl, struct msg *m);
+
+#endif

@@ -1,0 +1,1170 @@
+/* cluster.c - the NATS side of a cluster node (cluster.h).
+ *
+ * One NATS connection, in libnats's event-loop mode on eftd's loop: our
+ * adapter below reads and writes it from libevent callbacks, and after
+ * every read takes what arrived off synchronous subscriptions (so no
+ * libnats delivery thread ever calls into eftd).  libnats still has threads
+ * of its own (reconnecting, pings): they touch libevent, which is why the
+ * base is made thread-aware in cluster mode only, and their callbacks here
+ * only wake the loop through state_ev.
+ *
+ * Subscriptions:
+ *   INBOX.>          answers to this node: pub acks (INBOX.p.SEQ), pulled
+ *                    queue messages (INBOX.q.QID) and JetStream API answers
+ *                    (INBOX.a.ID);
+ *   eft.n.NODE.*     replies to this node's temp-queues;
+ *   eft.t.NAME       one per topic with subscribers here.
+ *
+ * Everything JetStream is spoken as plain NATS requests to $JS.API.*, not
+ * through libnats's js_* calls, which block or deliver on their own threads. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <nats/nats.h>
+#include <uthash.h>
+
+#include "eft/broker.h"
+#include "eft/cluster.h"
+#include "eft/cluster_wire.h"
+#include "eft/conn.h"
+#include "eft/dest.h"
+#include "eft/log.h"
+#include "eft/msg.h"
+#include "eft/sub.h"
+
+#define PULL_EXPIRES_MS 5000     /* a pull request waits this long on the server */
+#define AUTO_WINDOW 64           /* messages pulled ahead for an auto-ack subscriber */
+#define MAX_WINDOW 1024          /* ... for a whole queue */
+#define PUB_RETRY_MS 2000        /* no pub ack this long: publish again (deduplicated) */
+#define TICK_MS 100
+#define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
+#define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
+
+/* A queue this node has subscribers on. */
+struct cq {
+	UT_hash_handle hh;         /* in cl->queues, by qid */
+	UT_hash_handle hh_subject; /* in cl->by_subject: pulled messages keep their subject */
+	uint32_t qid;
+	struct dest *dest;
+	char consumer[CLUSTER_NAME_MAX + 8];
+	char subject[SUBJECT_MAX];
+	bool consumer_ready;
+	bool creating;             /* a consumer create request is out */
+	bool pulling;              /* a pull request is out */
+	uint32_t pull_left;        /* ... of which this many have not come */
+	uint64_t pull_sent_ms;
+	uint32_t window;           /* what its subscribers may hold: buffered + unacked */
+};
+
+/* A topic this node has subscribers on. */
+struct ctopic {
+	struct ctopic *next;
+	struct dest *dest;
+	natsSubscription *sub;
+};
+
+/* A queue SEND waiting for JetStream's ack. */
+struct pub {
+	uint64_t seq;
+	natsMsg *msg;              /* to publish again after a reconnect */
+	uint64_t sent_ms;
+	bool acked;
+};
+
+/* A JetStream API request waiting for its answer. */
+enum api_kind { API_STREAM, API_CONSUMER };
+struct api {
+	struct api *next;
+	uint64_t id;
+	enum api_kind kind;
+	uint32_t qid;
+};
+
+struct cluster {
+	struct broker *b;
+	struct event_base *base;
+	natsOptions *opts;
+	natsConnection *nc;
+	char node[128];
+	char token[3 * 128 + 1];         /* node, escaped: one subject token */
+	char inbox[64];                  /* INBOX prefix of this run */
+	size_t inbox_len;
+	char instance[24];               /* names this run's Nats-Msg-Ids */
+	natsSubscription *inbox_sub, *reply_sub;
+	struct ctopic *topics;
+	struct cq *queues;               /* by qid */
+	struct cq *by_subject;           /* the same, by subject */
+	uint32_t next_qid;
+	struct pub *pubs;                /* a ring: pubs[head..head+npubs) by seq */
+	size_t pubs_cap, pubs_head, npubs;
+	uint64_t next_pub;               /* seq of the next queue SEND */
+	struct api *apis;
+	uint64_t next_api;
+	bool connected;                  /* as last seen on the loop */
+	bool stream_ready;
+	uint64_t stream_asked_ms;        /* when the stream was last asked for */
+	bool ever_connected;
+	struct event *state_ev;          /* libnats threads wake the loop with it */
+	struct event *tick_ev;
+	atomic_int reconnects;           /* attempts since the last connection */
+	int logged_attempts;
+	uint64_t attempt_delay_ms;
+};
+
+/* ---- the event-loop adapter (libnats calls these) ---- */
+
+struct adapter {
+	struct cluster *cl;
+	natsConnection *nc;
+	struct event *read, *write;
+};
+
+static void poll_all(struct cluster *cl);
+
+static void
+adapter_event(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	struct adapter *a = arg;
+	if (what & EV_READ) {
+		natsConnection_ProcessReadEvent(a->nc);
+		poll_all(a->cl);
+	}
+	if (what & EV_WRITE)
+		natsConnection_ProcessWriteEvent(a->nc);
+}
+
+/* The "loop" libnats hands back is our cluster (natsOptions_SetEventLoop). */
+static natsStatus
+adapter_attach(void **user, void *loop, natsConnection *nc, natsSock fd)
+{
+	struct cluster *cl = loop;
+	struct adapter *a = *user;
+	if (a == NULL) {
+		a = calloc(1, sizeof(*a));
+		if (a == NULL)
+			return NATS_NO_MEMORY;
+		a->cl = cl;
+		a->nc = nc;
+	} else {
+		event_free(a->read);
+		event_free(a->write);
+	}
+	a->read = event_new(cl->base, fd, EV_READ | EV_PERSIST, adapter_event, a);
+	a->write = event_new(cl->base, fd, EV_WRITE | EV_PERSIST, adapter_event, a);
+	if (a->read == NULL || a->write == NULL || event_add(a->read, NULL) != 0)
+		return NATS_ERR;
+	*user = a;
+	return NATS_OK;
+}
+
+static natsStatus
+adapter_read(void *user, bool add)
+{
+	struct adapter *a = user;
+	return (add ? event_add(a->read, NULL) : event_del_noblock(a->read)) == 0 ? NATS_OK :
+	    NATS_ERR;
+}
+
+static natsStatus
+adapter_write(void *user, bool add)
+{
+	struct adapter *a = user;
+	return (add ? event_add(a->write, NULL) : event_del_noblock(a->write)) == 0 ? NATS_OK :
+	    NATS_ERR;
+}
+
+static natsStatus
+adapter_detach(void *user)
+{
+	struct adapter *a = user;
+	if (a->read)
+		event_free(a->read);
+	if (a->write)
+		event_free(a->write);
+	free(a);
+	return NATS_OK;
+}
+
+/* ---- libnats's threads: wake the loop ---- */
+
+static void
+wake(natsConnection *nc, void *arg)
+{
+	(void)nc;
+	struct cluster *cl = arg;
+	event_active(cl->state_ev, EV_READ, 0);
+}
+
+static int64_t
+reconnect_delay(natsConnection *nc, int attempts, void *arg)
+{
+	(void)nc;
+	struct cluster *cl = arg;
+	atomic_store(&cl->reconnects, attempts);
+	event_active(cl->state_ev, EV_READ, 0);
+	/* 100 ms doubling to 5 s */
+	int64_t ms = 100;
+	for (int i = 1; i < attempts && ms < 5000; i++)
+		ms *= 2;
+	return ms < 5000 ? ms : 5000;
+}
+
+/* ---- helpers ---- */
+
+static uint64_t
+now_ms(const struct cluster *cl)
+{
+	return broker_now_ms(cl->b);
+}
+
+static natsStatus
+publish_request(struct cluster *cl, const char *subject, const char *reply, const char *data,
+    size_t len)
+{
+	return natsConnection_PublishRequest(cl->nc, subject, reply, data, (int)len);
+}
+
+static struct cq *
+cq_of(struct cluster *cl, uint32_t qid)
+{
+	struct cq *q;
+	HASH_FIND(hh, cl->queues, &qid, sizeof(qid), q);
+	return q;
+}
+
+static const char *
+queue_part(const char *name, size_t len, size_t *plen)
+{
+	/* /queue/NAME -> NAME */
+	*plen = len > 7 ? len - 7 : 0;
+	return name + 7;
+}
+
+/* ---- JetStream API ---- */
+
+static int
+api_request(struct cluster *cl, enum api_kind kind, uint32_t qid, const char *subject,
+    const char *json)
+{
+	struct api *a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return -1;
+	a->id = ++cl->next_api;
+	a->kind = kind;
+	a->qid = qid;
+	char reply[128];
+	snprintf(reply, sizeof(reply), "%s.a.%" PRIu64, cl->inbox, a->id);
+	if (publish_request(cl, subject, reply, json, strlen(json)) != NATS_OK) {
+		free(a);
+		return -1;
+	}
+	a->next = cl->apis;
+	cl->apis = a;
+	return 0;
+}
+
+static void
+create_stream(struct cluster *cl)
+{
+	char json[512];
+	cl->stream_asked_ms = now_ms(cl);
+	snprintf(json, sizeof(json), "{\"name\":\"" CLUSTER_STREAM "\",\"subjects\":[\""
+	    CLUSTER_QUEUE_SUBJECTS "\"],\"retention\":\"workqueue\",\"storage\":\"file\","
+	    "\"num_replicas\":%u,\"duplicate_window\":120000000000}",
+	    cl->b->cfg->cluster_replicas);
+	if (api_request(cl, API_STREAM, 0, "$JS.API.STREAM.CREATE." CLUSTER_STREAM, json) != 0)
+		log_error("cluster: cannot ask for the queue stream (out of memory or disconnected)");
+}
+
+static void
+create_consumer(struct cluster *cl, struct cq *q)
+{
+	char json[1024], subject[SUBJECT_MAX + 64];
+	snprintf(json, sizeof(json), "{\"stream_name\":\"" CLUSTER_STREAM "\",\"config\":{"
+	    "\"durable_name\":\"%s\",\"deliver_policy\":\"all\",\"ack_policy\":\"explicit\","
+	    "\"ack_wait\":%llu,\"max_deliver\":-1,\"filter_subject\":\"%s\","
+	    "\"replay_policy\":\"instant\",\"max_waiting\":512,\"max_ack_pending\":-1}}",
+	    q->consumer, (unsigned long long)cl->b->cfg->cluster_ack_wait_ms * 1000000ull,
+	    q->subject);
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DURABLE.CREATE." CLUSTER_STREAM ".%s",
+	    q->consumer);
+	if (api_request(cl, API_CONSUMER, q->qid, subject, json) == 0)
+		q->creating = true;
+}
+
+static void refill(struct cluster *cl, struct cq *q);
+static void republish(struct cluster *cl);
+
+static void
+api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
+{
+	struct api **pp = &cl->apis, *a;
+	while ((a = *pp) != NULL && a->id != id)
+		pp = &a->next;
+	if (a == NULL)
+		return;
+	*pp = a->next;
+	int64_t code = 0;
+	const char *desc = "";
+	size_t dlen = 0;
+	bool failed = cluster_json_error(data, len, &code, &desc, &dlen);
+	/* already there with another configuration: use it as it is */
+	bool exists = failed && (code == 10058 || code == 10013 || code == 10148);
+	log_debug("cluster: JetStream answered request %" PRIu64 ": %.*s", id,
+	    (int)(len > 300 ? 300 : len), data);
+	if (a->kind == API_STREAM) {
+		if (failed && !exists) {
+			log_error("cluster: JetStream refused the queue stream: %.*s (%" PRId64 "); "
+			    "is nats-server running with -js?", (int)dlen, desc, code);
+		} else {
+			if (exists)
+				log_warn("cluster: queue stream " CLUSTER_STREAM " exists with other "
+				    "settings (%.*s); using it", (int)dlen, desc);
+			if (!cl->stream_ready)
+				log_info("cluster: queue stream " CLUSTER_STREAM " ready");
+			cl->stream_ready = true;
+			republish(cl);
+			for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+				if (!q->consumer_ready && !q->creating)
+					create_consumer(cl, q);
+		}
+	} else {
+		struct cq *q = cq_of(cl, a->qid);
+		if (q != NULL) {
+			q->creating = false;
+			if (failed && !exists) {
+				log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
+				    q->consumer, (int)dlen, desc, code);
+			} else {
+				q->consumer_ready = true;
+				refill(cl, q);
+			}
+		}
+	}
+	free(a);
+}
+
+/* ---- queue SENDs and their acks ---- */
+
+static struct pub *
+pub_at(struct cluster *cl, size_t i)
+{
+	return &cl->pubs[(cl->pubs_head + i) % cl->pubs_cap];
+}
+
+static int
+pubs_grow(struct cluster *cl)
+{
+	size_t cap = cl->pubs_cap ? 2 * cl->pubs_cap : 256;
+	struct pub *n = malloc(cap * sizeof(*n));
+	if (n == NULL)
+		return -1;
+	for (size_t i = 0; i < cl->npubs; i++)
+		n[i] = *pub_at(cl, i);
+	free(cl->pubs);
+	cl->pubs = n;
+	cl->pubs_cap = cap;
+	cl->pubs_head = 0;
+	return 0;
+}
+
+/* Acks came in order or not: what is acked from the front is done. */
+static void
+pubs_advance(struct cluster *cl)
+{
+	struct broker *b = cl->b;
+	uint64_t before = b->cluster_acked;
+	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
+		struct pub *p = pub_at(cl, 0);
+		natsMsg_Destroy(p->msg);
+		b->cluster_acked = p->seq;
+		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
+		cl->npubs--;
+	}
+	if (cl->npubs == 0)
+		b->cluster_acked = cl->next_pub - 1;
+	if (b->cluster_acked != before)
+		broker_cluster_acked(b);
+}
+
+static void
+pub_answer(struct cluster *cl, uint64_t seq, const char *data, size_t len)
+{
+	if (cl->npubs == 0 || seq < pub_at(cl, 0)->seq)
+		return;
+	size_t i = (size_t)(seq - pub_at(cl, 0)->seq);
+	if (i >= cl->npubs)
+		return;
+	struct pub *p = pub_at(cl, i);
+	int64_t code;
+	const char *desc;
+	size_t dlen;
+	if (len == 0 || cluster_json_error(data, len, &code, &desc, &dlen)) {
+		/* no stream (yet), or no responders: publish it again later */
+		if (len != 0)
+			log_warn("cluster: JetStream did not store a message: %.*s; retrying",
+			    (int)dlen, desc);
+		p->sent_ms = 0;
+		return;
+	}
+	p->acked = true;
+	pubs_advance(cl);
+}
+
+static void
+republish(struct cluster *cl)
+{
+	if (!cl->connected || !cl->stream_ready)
+		return;
+	uint64_t now = now_ms(cl);
+	for (size_t i = 0; i < cl->npubs; i++) {
+		struct pub *p = pub_at(cl, i);
+		if (p->acked || (p->sent_ms != 0 && now - p->sent_ms < PUB_RETRY_MS))
+			continue;
+		if (natsConnection_PublishMsg(cl->nc, p->msg) == NATS_OK)
+			p->sent_ms = now;
+	}
+}
+
+static int
+send_queue(struct cluster *cl, struct conn *c, const char *subject, const char *payload,
+    size_t len)
+{
+	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
+		return -1;
+	uint64_t seq = cl->next_pub;
+	char reply[96], id[64];
+	snprintf(reply, sizeof(reply), "%s.p.%" PRIu64, cl->inbox, seq);
+	snprintf(id, sizeof(id), "%s-%" PRIu64, cl->instance, seq);
+	natsMsg *nm = NULL;
+	if (natsMsg_Create(&nm, subject, reply, payload, (int)len) != NATS_OK)
+		return -1;
+	/* JetStream drops a second copy with the same id: a retry after a lost
+	 * ack stores the message once. */
+	if (natsMsgHeader_Set(nm, "Nats-Msg-Id", id) != NATS_OK) {
+		natsMsg_Destroy(nm);
+		return -1;
+	}
+	struct pub *p = &cl->pubs[(cl->pubs_head + cl->npubs) % cl->pubs_cap];
+	p->seq = seq;
+	p->msg = nm;
+	p->acked = false;
+	p->sent_ms = 0;
+	cl->npubs++;
+	cl->next_pub++;
+	if (cl->stream_ready && natsConnection_PublishMsg(cl->nc, nm) == NATS_OK)
+		p->sent_ms = now_ms(cl);
+	if (c != NULL)
+		c->cluster_last_pub = seq;
+	return 0;
+}
+
+/* ---- pulling queue messages ---- */
+
+static void
+refill(struct cluster *cl, struct cq *q)
+{
+	if (!q->consumer_ready || q->pulling || !cl->connected)
+		return;
+	size_t held = dest_depth(q->dest) + dest_unacked(q->dest);
+	if (held >= q->window || q->window - held < q->window / 2 + 1)
+		return;
+	uint32_t batch = (uint32_t)(q->window - held);
+	char subject[SUBJECT_MAX + 64], reply[96], json[96];
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.MSG.NEXT." CLUSTER_STREAM ".%s",
+	    q->consumer);
+	snprintf(reply, sizeof(reply), "%s.q.%" PRIu32, cl->inbox, q->qid);
+	snprintf(json, sizeof(json), "{\"batch\":%" PRIu32 ",\"expires\":%llu}", batch,
+	    (unsigned long long)PULL_EXPIRES_MS * 1000000ull);
+	if (publish_request(cl, subject, reply, json, strlen(json)) != NATS_OK)
+		return;
+	log_debug("cluster: pulling %" PRIu32 " for %s", batch, q->consumer);
+	q->pulling = true;
+	q->pull_left = batch;
+	q->pull_sent_ms = now_ms(cl);
+}
+
+static void
+hook_refill(void *arg, struct dest *d)
+{
+	struct cluster *cl = arg;
+	struct cq *q = cq_of(cl, (uint32_t)(uintptr_t)dest_remote(d));
+	if (q != NULL)
+		refill(cl, q);
+}
+
+/* Tell JetStream what became of a message: "+ACK", "-NAK" or "+TERM". */
+static void
+settle(struct cluster *cl, struct msg *m, const char *how)
+{
+	if (m->remote_ack == NULL)
+		return;
+	if (cl->nc != NULL)
+		natsConnection_Publish(cl->nc, m->remote_ack, how, (int)strlen(how));
+	free(m->remote_ack);
+	m->remote_ack = NULL;
+}
+
+void
+cluster_consumed(struct cluster *cl, struct msg *m)
+{
+	settle(cl, m, "+ACK");
+}
+
+void
+cluster_terminated(struct cluster *cl, struct msg *m)
+{
+	settle(cl, m, "+TERM");
+}
+
+/* Given back here (NACK, a subscriber gone): another node may have it. */
+static void
+hook_give_back(void *arg, struct dest *d, struct msg *m)
+{
+	(void)d;
+	settle(arg, m, "-NAK");
+	msg_unref(m);
+}
+
+static void
+nak_one(struct msg *m, void *arg)
+{
+	settle(arg, m, "-NAK");
+}
+
+/* A pull's answer: a message (on its own subject, eft.q.NAME) or a status
+ * (on the pull's reply subject, INBOX.q.QID). */
+static void
+pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
+{
+	const char *status = NULL;
+	if (natsMsgHeader_Get(nm, "Status", &status) == NATS_OK && status != NULL) {
+		/* 404 no messages, 408 the request expired, 409 ...: pull again */
+		log_debug("cluster: pull for %s ended: %s", q ? q->consumer : "a queue gone", status);
+		if (q != NULL) {
+			q->pulling = false;
+			q->pull_left = 0;
+			refill(cl, q);
+		}
+		return;
+	}
+	const char *reply = natsMsg_GetReply(nm);
+	if (reply == NULL)
+		return;
+	if (q == NULL) {
+		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
+		return;
+	}
+	if (q->pull_left > 0 && --q->pull_left == 0)
+		q->pulling = false;
+	struct broker *b = cl->b;
+	bool bad;
+	struct msg *m = cluster_msg_decode(&b->msg_pool, natsMsg_GetData(nm),
+	    (size_t)natsMsg_GetDataLength(nm), b->next_msg_id++, &bad);
+	if (m == NULL) {
+		log_error("cluster: %s a message from %s: dropped", bad ? "malformed" :
+		    "out of memory for", q->subject);
+		natsConnection_Publish(cl->nc, reply, bad ? "+TERM" : "-NAK", bad ? 5 : 4);
+		return;
+	}
+	uint64_t delivered = 1;
+	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
+		m->redelivered = true;
+	m->remote_ack = strdup(reply);
+	if (m->remote_ack == NULL) {
+		msg_unref(m);
+		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
+		return;
+	}
+	dest_publish(q->dest, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+	if (!q->pulling)
+		refill(cl, q);
+}
+
+/* ---- topics and replies from other nodes ---- */
+
+static void
+deliver_remote(struct cluster *cl, struct dest *d, natsMsg *nm)
+{
+	struct broker *b = cl->b;
+	bool bad;
+	struct msg *m = cluster_msg_decode(&b->msg_pool, natsMsg_GetData(nm),
+	    (size_t)natsMsg_GetDataLength(nm), b->next_msg_id++, &bad);
+	if (m == NULL) {
+		log_error("cluster: %s a message for %s: dropped", bad ? "malformed" :
+		    "out of memory for", dest_name(d));
+		b->stats.dropped[STAT_DROP_NO_MEMORY] += !bad;
+		return;
+	}
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+}
+
+static void
+reply_arrived(struct cluster *cl, natsMsg *nm)
+{
+	/* eft.n.NODE.RANDOM -> /reply-queue/eft.NODE.RANDOM */
+	const char *subject = natsMsg_GetSubject(nm);
+	const char *random = strrchr(subject, '.');
+	char name[512];
+	int n = snprintf(name, sizeof(name), REPLY_PREFIX "eft.%s%s", cl->token, random ? random :
+	    "");
+	struct broker *b = cl->b;
+	struct dest *d = n > 0 && (size_t)n < sizeof(name) ? dests_find(&b->dests, name,
+	    (size_t)n) : NULL;
+	if (d == NULL || dest_temp(d) == NULL) {
+		b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]++;
+		return;
+	}
+	deliver_remote(cl, d, nm);
+}
+
+static void
+inbox_arrived(struct cluster *cl, natsMsg *nm)
+{
+	const char *subject = natsMsg_GetSubject(nm);
+	if (strncmp(subject, "eft.q.", 6) == 0) {
+		struct cq *q;
+		HASH_FIND(hh_subject, cl->by_subject, subject, strlen(subject), q);
+		pulled(cl, q, nm);
+		return;
+	}
+	if (strncmp(subject, cl->inbox, cl->inbox_len) != 0 || subject[cl->inbox_len] != '.')
+		return;
+	const char *rest = subject + cl->inbox_len + 1;
+	char kind = rest[0];
+	if (kind == '\0' || rest[1] != '.')
+		return;
+	char *end;
+	unsigned long long id = strtoull(rest + 2, &end, 10);
+	if (*end != '\0')
+		return;
+	const char *data = natsMsg_GetData(nm);
+	size_t len = (size_t)natsMsg_GetDataLength(nm);
+	switch (kind) {
+	case 'p':
+		pub_answer(cl, id, data, len);
+		break;
+	case 'q':
+		pulled(cl, cq_of(cl, (uint32_t)id), nm);
+		break;
+	case 'a':
+		api_answer(cl, id, data ? data : "", len);
+		break;
+	}
+}
+
+/* Take what the last read brought off each subscription. */
+static void
+drain(natsSubscription *sub, struct cluster *cl, void (*fn)(struct cluster *, void *, natsMsg *),
+    void *arg)
+{
+	int msgs = 0;
+	if (sub == NULL || natsSubscription_GetPending(sub, &msgs, NULL) != NATS_OK)
+		return;
+	for (; msgs > 0; msgs--) {
+		natsMsg *nm = NULL;
+		if (natsSubscription_NextMsg(&nm, sub, 0) != NATS_OK)
+			return;
+		fn(cl, arg, nm);
+		natsMsg_Destroy(nm);
+	}
+}
+
+static void
+on_inbox(struct cluster *cl, void *arg, natsMsg *nm)
+{
+	(void)arg;
+	inbox_arrived(cl, nm);
+}
+
+static void
+on_reply(struct cluster *cl, void *arg, natsMsg *nm)
+{
+	(void)arg;
+	reply_arrived(cl, nm);
+}
+
+static void
+on_topic(struct cluster *cl, void *arg, natsMsg *nm)
+{
+	deliver_remote(cl, ((struct ctopic *)arg)->dest, nm);
+}
+
+static void
+poll_all(struct cluster *cl)
+{
+	drain(cl->inbox_sub, cl, on_inbox, NULL);
+	drain(cl->reply_sub, cl, on_reply, NULL);
+	for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
+		drain(t->sub, cl, on_topic, t);
+}
+
+/* ---- connection state, on the loop ---- */
+
+static int
+subscribe_sync(struct cluster *cl, natsSubscription **sub, const char *subject)
+{
+	if (natsConnection_SubscribeSync(sub, cl->nc, subject) != NATS_OK)
+		return -1;
+	/* Drained after every read: no limit, never a slow consumer. */
+	natsSubscription_SetPendingLimits(*sub, -1, -1);
+	return 0;
+}
+
+static void
+connected(struct cluster *cl)
+{
+	char url[256] = "";
+	natsConnection_GetConnectedUrl(cl->nc, url, sizeof(url));
+	log_info("cluster: node %s connected to NATS at %s", cl->node, url);
+	cl->connected = true;
+	cl->ever_connected = true;
+	atomic_store(&cl->reconnects, 0);
+	cl->logged_attempts = 0;
+	if (cl->inbox_sub == NULL) {
+		char subject[128];
+		snprintf(subject, sizeof(subject), "%s.>", cl->inbox);
+		char reply[512];
+		snprintf(reply, sizeof(reply), "eft.n.%s.*", cl->token);
+		if (subscribe_sync(cl, &cl->inbox_sub, subject) != 0 ||
+		    subscribe_sync(cl, &cl->reply_sub, reply) != 0)
+			log_error("cluster: cannot subscribe to this node's subjects");
+	}
+	/* Pull requests out before a disconnect are gone with it. */
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		q->pulling = false;
+		q->pull_left = 0;
+		q->consumer_ready = false;
+		q->creating = false;
+	}
+	for (struct api *a = cl->apis, *next; a != NULL; a = next) {
+		next = a->next;
+		free(a);
+	}
+	cl->apis = NULL;
+	cl->stream_ready = false;
+	create_stream(cl);
+}
+
+static void
+state_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct cluster *cl = arg;
+	natsConnStatus st = natsConnection_Status(cl->nc);
+	bool up = st == NATS_CONN_STATUS_CONNECTED;
+	if (up && !cl->connected) {
+		connected(cl);
+	} else if (!up && cl->connected) {
+		cl->connected = false;
+		cl->stream_ready = false;
+		log_warn("cluster: lost NATS (%s); clustered destinations get an ERROR until it is "
+		    "back, retrying", cl->b->cfg->cluster);
+	}
+	int attempts = atomic_load(&cl->reconnects);
+	/* Each doubling of the attempts is logged: enough to see, not a flood. */
+	if (!up && attempts > 0 && attempts >= 2 * cl->logged_attempts) {
+		cl->logged_attempts = attempts;
+		log_warn("cluster: NATS still unreachable after %d attempt%s; retrying", attempts,
+		    attempts == 1 ? "" : "s");
+	}
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct cluster *cl = arg;
+	uint64_t now = now_ms(cl);
+	if (!cl->connected)
+		return;
+	/* JetStream may not be ready yet (a NATS cluster electing its leader):
+	 * ask again every second. */
+	if (!cl->stream_ready && now - cl->stream_asked_ms >= 1000)
+		create_stream(cl);
+	republish(cl);
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		/* A pull whose answer never came (lost in a reconnect): forget it. */
+		if (q->pulling && now - q->pull_sent_ms > PULL_EXPIRES_MS + 2000) {
+			q->pulling = false;
+			q->pull_left = 0;
+		}
+		if (!q->consumer_ready && !q->creating && cl->stream_ready)
+			create_consumer(cl, q);
+		refill(cl, q);
+	}
+}
+
+/* ---- subscribers here ---- */
+
+static uint32_t
+sub_window(const struct sub *s)
+{
+	return s->prefetch != 0 && s->prefetch < AUTO_WINDOW * 4 ? s->prefetch : AUTO_WINDOW;
+}
+
+int
+cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s)
+{
+	if (dest_temp(d) != NULL)
+		return 0;
+	if (dest_kind(d) == DEST_TOPIC) {
+		if (dest_subscribers(d) > 1)
+			return 0;
+		struct ctopic *t = calloc(1, sizeof(*t));
+		char subject[SUBJECT_MAX];
+		size_t plen;
+		const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
+		if (t == NULL || cluster_escape(subject, sizeof(subject), "eft.t.", part, plen) == 0 ||
+		    subscribe_sync(cl, &t->sub, subject) != 0) {
+			free(t);
+			return -1;
+		}
+		t->dest = d;
+		t->next = cl->topics;
+		cl->topics = t;
+		return 0;
+	}
+	uint32_t qid = (uint32_t)(uintptr_t)dest_remote(d);
+	struct cq *q = qid ? cq_of(cl, qid) : NULL;
+	if (q == NULL) {
+		q = calloc(1, sizeof(*q));
+		if (q == NULL)
+			return -1;
+		size_t plen;
+		const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
+		if (cluster_escape(q->subject, sizeof(q->subject), "eft.q.", part, plen) == 0 ||
+		    cluster_escape(q->consumer, CLUSTER_NAME_MAX, "q_", part, plen) == 0) {
+			free(q);
+			return -2;
+		}
+		q->qid = ++cl->next_qid;
+		q->dest = d;
+		HASH_ADD(hh, cl->queues, qid, sizeof(q->qid), q);
+		HASH_ADD(hh_subject, cl->by_subject, subject, strlen(q->subject), q);
+		dest_set_remote(d, (void *)(uintptr_t)q->qid);
+		if (cl->stream_ready)
+			create_consumer(cl, q);
+	}
+	q->window += sub_window(s);
+	if (q->window > MAX_WINDOW)
+		q->window = MAX_WINDOW;
+	refill(cl, q);
+	return 0;
+}
+
+void
+cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s)
+{
+	if (dest_temp(d) != NULL)
+		return;
+	if (dest_kind(d) == DEST_TOPIC) {
+		if (dest_subscribers(d) > 0)
+			return;
+		for (struct ctopic **pp = &cl->topics, *t; (t = *pp) != NULL; pp = &t->next) {
+			if (t->dest != d)
+				continue;
+			*pp = t->next;
+			natsSubscription_Unsubscribe(t->sub);
+			natsSubscription_Destroy(t->sub);
+			free(t);
+			return;
+		}
+		return;
+	}
+	uint32_t qid = (uint32_t)(uintptr_t)dest_remote(d);
+	struct cq *q = qid ? cq_of(cl, qid) : NULL;
+	if (q == NULL)
+		return;
+	if (dest_subscribers(d) > 0) {
+		uint32_t w = sub_window(s);
+		q->window = q->window > w ? q->window - w : AUTO_WINDOW;
+		return;
+	}
+	/* Nobody here wants what is buffered: other nodes may have it now. */
+	dest_purge(d, nak_one, cl);
+	dest_set_remote(d, NULL);
+	HASH_DEL(cl->queues, q);
+	HASH_DELETE(hh_subject, cl->by_subject, q);
+	free(q);
+}
+
+/* ---- SEND ---- */
+
+int
+cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,
+    size_t len, const struct msg *m, const char **err)
+{
+	if (!cl->connected || (kind == ADDR_QUEUE && !cl->stream_ready)) {
+		*err = "cluster unavailable";
+		return -1;
+	}
+	char subject[SUBJECT_MAX];
+	size_t plen;
+	const char *part = queue_part(name, len, &plen);
+	size_t n;
+	if (kind == ADDR_REPLY_QUEUE) {
+		/* /reply-queue/eft.NODE.RANDOM -> eft.n.NODE.RANDOM */
+		const char *tail = name + REPLY_PREFIX_LEN + 4;
+		n = (size_t)snprintf(subject, sizeof(subject), "eft.n.%.*s", (int)(len -
+		    REPLY_PREFIX_LEN - 4), tail);
+		if (n >= sizeof(subject))
+			n = 0;
+	} else {
+		n = cluster_escape(subject, sizeof(subject), kind == ADDR_QUEUE ? "eft.q." : "eft.t.",
+		    part, plen);
+	}
+	if (n == 0) {
+		*err = "destination name too long for the cluster";
+		return -1;
+	}
+	size_t size = cluster_msg_size(m);
+	char *payload = malloc(size);
+	if (payload == NULL) {
+		*err = "out of memory";
+		return -1;
+	}
+	cluster_msg_encode(m, payload);
+	int rc;
+	if (kind == ADDR_QUEUE)
+		rc = send_queue(cl, c, subject, payload, size);
+	else
+		rc = natsConnection_Publish(cl->nc, subject, payload, (int)size) == NATS_OK ? 0 : -1;
+	free(payload);
+	if (rc != 0)
+		*err = "cluster unavailable";
+	return rc;
+}
+
+bool
+cluster_reply_is_remote(const struct cluster *cl, const char *name, size_t len)
+{
+	/* /reply-queue/eft.NODE.RANDOM: NODE is not this node's token */
+	size_t tlen = strlen(cl->token);
+	if (len < REPLY_PREFIX_LEN + 4 || memcmp(name + REPLY_PREFIX_LEN, "eft.", 4) != 0)
+		return false;
+	const char *node = name + REPLY_PREFIX_LEN + 4;
+	const char *dot = memchr(node, '.', len - REPLY_PREFIX_LEN - 4);
+	if (dot == NULL || (dot == node + 3 && memcmp(node, "gen", 3) == 0))
+		return false;
+	return !((size_t)(dot - node) == tlen && memcmp(node, cl->token, tlen) == 0);
+}
+
+size_t
+cluster_temp_name(const struct cluster *cl, char *out, size_t cap, const char *random)
+{
+	int n = snprintf(out, cap, REPLY_PREFIX "eft.%s.%s", cl->token, random);
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+bool
+cluster_busy(const struct cluster *cl)
+{
+	return cl->npubs >= MAX_PUBS;
+}
+
+bool
+cluster_up(const struct cluster *cl)
+{
+	return cl->connected && cl->stream_ready;
+}
+
+const char *
+cluster_node(const struct cluster *cl)
+{
+	return cl->node;
+}
+
+/* ---- start and stop ---- */
+
+int
+cluster_prepare_libevent(void)
+{
+	return evthread_use_pthreads();
+}
+
+static int
+set_servers(struct cluster *cl, char *err, size_t errlen)
+{
+	char list[sizeof(cl->b->cfg->cluster)];
+	const char *urls[32];
+	int n = 0;
+	snprintf(list, sizeof(list), "%s", cl->b->cfg->cluster);
+	char *save = NULL;
+	for (char *u = strtok_r(list, ", ", &save); u != NULL && n < 32; u = strtok_r(NULL, ", ",
+	    &save))
+		urls[n++] = u;
+	if (natsOptions_SetServers(cl->opts, urls, n) != NATS_OK) {
+		snprintf(err, errlen, "cluster: %s: %s", cl->b->cfg->cluster, nats_GetLastError(NULL));
+		return -1;
+	}
+	return 0;
+}
+
+struct cluster *
+cluster_start(struct broker *b, char *err, size_t errlen)
+{
+	const struct config *cfg = b->cfg;
+	struct cluster *cl = calloc(1, sizeof(*cl));
+	if (cl == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	cl->b = b;
+	cl->base = b->base;
+	cl->next_pub = 1;
+	b->cluster_acked = 0;
+	if (cfg->node_name[0]) {
+		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
+	} else {
+		char host[64] = "eftd";
+		gethostname(host, sizeof(host) - 1);
+		unsigned port = cfg->nlisten > 0 ? cfg->listen[0].port : cfg->port;
+		snprintf(cl->node, sizeof(cl->node), "%s-%u", host, port);
+	}
+	cluster_escape(cl->token, sizeof(cl->token), "", cl->node, strlen(cl->node));
+	natsInbox *inbox = NULL;
+	if (natsInbox_Create(&inbox) != NATS_OK) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	snprintf(cl->inbox, sizeof(cl->inbox), "%s", inbox);
+	cl->inbox_len = strlen(cl->inbox);
+	/* the inbox's random tail names this run */
+	snprintf(cl->instance, sizeof(cl->instance), "%s", inbox + 7);
+	natsInbox_Destroy(inbox);
+	cl->state_ev = event_new(b->base, -1, 0, state_cb, cl);
+	cl->tick_ev = event_new(b->base, -1, EV_PERSIST, tick_cb, cl);
+	if (cl->state_ev == NULL || cl->tick_ev == NULL || natsOptions_Create(&cl->opts) != NATS_OK) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	char name[192];
+	snprintf(name, sizeof(name), "eftd %s", cl->node);
+	natsOptions *o = cl->opts;
+	if (set_servers(cl, err, errlen) != 0)
+		goto fail;
+	natsStatus s = natsOptions_SetName(o, name);
+	if (s == NATS_OK)
+		s = natsOptions_SetNoEcho(o, true);    /* a topic SEND is delivered here directly */
+	if (s == NATS_OK)
+		s = natsOptions_SetSendAsap(o, true);  /* no flusher thread: the loop writes */
+	if (s == NATS_OK)
+		s = natsOptions_SetEventLoop(o, cl, adapter_attach, adapter_read, adapter_write,
+		    adapter_detach);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(o, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetCustomReconnectDelay(o, reconnect_delay, cl);
+	if (s == NATS_OK)
+		s = natsOptions_SetRetryOnFailedConnect(o, true, wake, cl);
+	if (s == NATS_OK)
+		s = natsOptions_SetDisconnectedCB(o, wake, cl);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectedCB(o, wake, cl);
+	if (s == NATS_OK)
+		s = natsOptions_SetClosedCB(o, wake, cl);
+	if (s == NATS_OK)
+		s = natsOptions_SetPingInterval(o, 2000);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxPingsOut(o, 3);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectBufSize(o, 64 << 20);
+	if (s == NATS_OK && cfg->cluster_user[0])
+		s = natsOptions_SetUserInfo(o, cfg->cluster_user, cfg->cluster_password);
+	if (s == NATS_OK && cfg->cluster_creds_file[0])
+		s = natsOptions_SetUserCredentialsFromFiles(o, cfg->cluster_creds_file, NULL);
+	if (s != NATS_OK) {
+		snprintf(err, errlen, "cluster: %s", nats_GetLastError(NULL));
+		goto fail;
+	}
+	b->dests.hooks.remote_arg = cl;
+	b->dests.hooks.refill = hook_refill;
+	b->dests.hooks.give_back = hook_give_back;
+	s = natsConnection_Connect(&cl->nc, o);
+	if (s == NATS_NOT_YET_CONNECTED) {
+		log_warn("cluster: cannot reach NATS at %s yet; clustered destinations get an ERROR "
+		    "until it answers, retrying in the background", cfg->cluster);
+	} else if (s != NATS_OK) {
+		snprintf(err, errlen, "cluster: %s: %s", cfg->cluster, nats_GetLastError(NULL));
+		goto fail;
+	}
+	struct timeval tick = { 0, TICK_MS * 1000 };
+	event_add(cl->tick_ev, &tick);
+	if (s == NATS_OK)
+		connected(cl);
+	return cl;
+fail:
+	if (cl->opts)
+		natsOptions_Destroy(cl->opts);
+	if (cl->state_ev)
+		event_free(cl->state_ev);
+	if (cl->tick_ev)
+		event_free(cl->tick_ev);
+	free(cl);
+	return NULL;
+}
+
+static void
+give_back_all(struct dest *d, void *arg)
+{
+	struct cluster *cl = arg;
+	if (dest_kind(d) == DEST_QUEUE && dest_remote(d) != NULL) {
+		dest_purge(d, nak_one, cl);
+		dest_set_remote(d, NULL);
+	}
+}
+
+void
+cluster_stop(struct cluster *cl)
+{
+	if (cl == NULL)
+		return;
+	struct broker *b = cl->b;
+	dests_foreach_mutable(&b->dests, give_back_all, cl);
+	if (cl->nc != NULL) {
+		/* What was written to the connection's buffer goes out now: the
+		 * loop will not run again to write it. */
+		natsConnection_ProcessWriteEvent(cl->nc);
+		for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
+			natsSubscription_Destroy(t->sub);
+		natsSubscription_Destroy(cl->inbox_sub);
+		natsSubscription_Destroy(cl->reply_sub);
+		natsConnection_Close(cl->nc);
+		natsConnection_Destroy(cl->nc);
+	}
+	for (struct ctopic *t = cl->topics, *next; t != NULL; t = next) {
+		next = t->next;
+		free(t);
+	}
+	struct cq *q, *tmp;
+	HASH_ITER(hh, cl->queues, q, tmp) {
+		HASH_DEL(cl->queues, q);
+		HASH_DELETE(hh_subject, cl->by_subject, q);
+		free(q);
+	}
+	for (size_t i = 0; i < cl->npubs; i++)
+		natsMsg_Destroy(pub_at(cl, i)->msg);
+	free(cl->pubs);
+	for (struct api *a = cl->apis, *next; a != NULL; a = next) {
+		next = a->next;
+		free(a);
+	}
+	natsOptions_Destroy(cl->opts);
+	event_free(cl->state_ev);
+	event_free(cl->tick_ev);
+	b->dests.hooks.refill = NULL;
+	b->dests.hooks.give_back = NULL;
+	free(cl);
+	nats_Close();
+}

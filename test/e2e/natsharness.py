@@ -1,0 +1,133 @@
+"""NATS servers for the cluster tests: real nats-server processes with
+JetStream on free loopback ports, alone or as a 3-node cluster, and a bare
+NATS client (the text protocol) to ask JetStream what it holds."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from harness import SLOW, free_port
+
+NATS_SERVER = shutil.which("nats-server")
+NATS_SKIP = ("nats-server is not installed (tools/install-deps test installs it): "
+             "the cluster tests need it")
+
+
+class NatsServer:
+    """One nats-server -js, on 127.0.0.1; its store in a directory of its own."""
+
+    def __init__(self, name="n1", port=None, cluster_port=None, routes=(), store=None):
+        self.name = name
+        self.port = port or free_port()
+        self.cluster_port = cluster_port
+        self.routes = list(routes)
+        self.dir = store or tempfile.mkdtemp(prefix="eft-nats-")
+        self.proc = None
+        self.log_path = os.path.join(self.dir, "nats.log")
+
+    @property
+    def url(self):
+        return "nats://127.0.0.1:%d" % self.port
+
+    def start(self, wait=True):
+        cmd = [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-n", self.name,
+               "-sd", os.path.join(self.dir, "js")]
+        if self.cluster_port:
+            cmd += ["--cluster_name", "eft", "--cluster",
+                    "nats://127.0.0.1:%d" % self.cluster_port]
+            if self.routes:
+                cmd += ["--routes", ",".join("nats://127.0.0.1:%d" % p for p in self.routes)]
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=10):
+        deadline = time.time() + timeout * SLOW
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("nats-server exited:\n" + self.read_log())
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.5):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("nats-server did not start:\n" + self.read_log())
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def kill(self):
+        """kill -9."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10 * SLOW)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+
+    def cleanup(self):
+        self.kill()
+        shutil.rmtree(self.dir, True)
+
+
+def nats_cluster(n=3):
+    """n NatsServers routed to each other (not started)."""
+    ports = [free_port() for _ in range(n)]
+    cports = [free_port() for _ in range(n)]
+    return [NatsServer(name="n%d" % (i + 1), port=ports[i], cluster_port=cports[i],
+                       routes=[cports[j] for j in range(n) if j != i]) for i in range(n)]
+
+
+def request(port, subject, payload=b"", timeout=5):
+    """One NATS request, by the text protocol: the answer's payload."""
+    with socket.create_connection(("127.0.0.1", port), timeout) as s:
+        f = s.makefile("rb")
+        f.readline()  # INFO
+        s.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+                  b"SUB _EFT_TEST.r 1\r\nPUB %s _EFT_TEST.r %d\r\n%s\r\n"
+                  % (subject.encode(), len(payload), payload))
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = f.readline()
+            if not line:
+                break
+            if line.startswith(b"PING"):
+                s.sendall(b"PONG\r\n")
+            elif line.startswith(b"MSG") or line.startswith(b"HMSG"):
+                parts = line.split()
+                n = int(parts[-1])
+                data = f.read(n + 2)[:-2]
+                if line.startswith(b"HMSG"):
+                    data = data[int(parts[-2]):]
+                return data
+        raise AssertionError("no answer to %s" % subject)
+
+
+def stream_info(port, stream="EFT_QUEUES"):
+    return json.loads(request(port, "$JS.API.STREAM.INFO." + stream))
+
+
+def stream_messages(port, stream="EFT_QUEUES"):
+    """Messages the stream holds (a work queue: not yet acknowledged)."""
+    info = stream_info(port, stream)
+    return info["state"]["messages"] if "state" in info else None

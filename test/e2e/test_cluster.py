@@ -1,0 +1,371 @@
+"""Several eftd nodes as one broker on NATS JetStream (cluster = ...).
+
+Real processes on loopback ports: nats-server -js (one, or a 3-node NATS
+cluster with R3 streams) and two or three eftd nodes, each test with its
+own.  Over TCP only: the transport to the client is not what is tested.
+- queue messages sent on one node reach consumers on two nodes, each once,
+  checksummed (20,000 of them);
+- topics fan out across nodes, once per subscriber;
+- RPC through temp-queues with the client and server on different nodes;
+- kill -9 of a node that holds unacknowledged messages: another node gets
+  them, redelivered;
+- NACK on one node: another node may take it;
+- nats-server restarted: eftd reconnects, and nothing that had a RECEIPT is
+  lost; while it is down SEND and SUBSCRIBE get an ERROR;
+- a 3-node NATS cluster with R3: one NATS node killed loses nothing;
+- NATS unreachable at start: one line, retries, and it carries on when NATS
+  comes;
+- settings that cannot work together stop eftd with one line.
+"""
+
+import hashlib
+import os
+import subprocess
+import threading
+import time
+import unittest
+
+import harness
+from harness import Broker, RawClient, SLOW, subscribe, wait_for
+from natsharness import NATS_SERVER, NATS_SKIP, NatsServer, nats_cluster, stream_messages
+
+TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
+                           "cluster: the client transport is covered over tcp")
+ACK_WAIT_MS = 1500
+
+
+def node_config(nats, name, extra=""):
+    urls = ",".join(n.url for n in (nats if isinstance(nats, list) else [nats]))
+    return ("cluster = %s\nnode-name = %s\ncluster-ack-wait-ms = %d\n%s"
+            % (urls, name, ACK_WAIT_MS, extra))
+
+
+def send(c, dest, body, headers=(), rid=None):
+    h = [("destination", dest)] + list(headers)
+    if rid is not None:
+        h.append(("receipt", rid))
+    c.send_frame("SEND", h, body.encode() if isinstance(body, str) else body)
+
+
+def read_bodies(c, n, timeout, ack=False):
+    """n MESSAGE bodies from c (ACKing each if ack), or fewer by the timeout."""
+    out = []
+    deadline = time.time() + timeout * SLOW
+    while len(out) < n and time.time() < deadline:
+        try:
+            f = c.read_frame(max(0.05, deadline - time.time()))
+        except Exception:
+            break
+        if f.command != "MESSAGE":
+            raise AssertionError("expected MESSAGE, got %r" % f)
+        out.append(f.body.decode())
+        if ack:
+            c.send_frame("ACK", [("id", f["ack"])])
+    return out
+
+
+@TCP_ONLY
+@unittest.skipUnless(NATS_SERVER, NATS_SKIP)
+class ClusterBase(unittest.TestCase):
+    nats_nodes = 1
+
+    def setUp(self):
+        self.clients = []
+        self.nodes = []
+        if self.nats_nodes == 1:
+            self.nats = [NatsServer()]
+        else:
+            self.nats = nats_cluster(self.nats_nodes)
+        for n in self.nats:
+            self.addCleanup(n.cleanup)
+            n.start(wait=False)
+        for n in self.nats:
+            n.wait_ready()
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        for b in self.nodes:
+            b.kill()
+            if b.log_path and os.path.exists(b.log_path):
+                os.unlink(b.log_path)
+
+    def node(self, name, extra="", nats=None):
+        b = Broker(config=node_config(nats or self.nats, name, extra))
+        self.nodes.append(b)
+        b.start()
+        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30,
+                 "node %s to see the queue stream" % name)
+        return b
+
+    def client(self, b, version="1.2"):
+        c = RawClient(b.port, timeout=10)
+        self.clients.append(c)
+        c.connect(version)
+        return c
+
+
+class QueueTest(ClusterBase):
+    def test_20000_messages_from_a_reach_a_and_b_each_once_checksummed(self):
+        a, b = self.node("a"), self.node("b")
+        n = 20000
+        ca, cb = self.client(a), self.client(b)
+        subscribe(ca, "/queue/work", sid="a")                      # auto
+        subscribe(cb, "/queue/work", sid="b", ack="client-individual",
+                  headers=[("prefetch-count", "100")])
+        got = {"a": [], "b": []}
+
+        def consume(c, key, ack):
+            got[key] = read_bodies(c, n, 60, ack=ack)
+
+        threads = [threading.Thread(target=consume, args=(ca, "a", False)),
+                   threading.Thread(target=consume, args=(cb, "b", True))]
+        for t in threads:
+            t.start()
+        p = self.client(a)
+        sent = hashlib.sha256()
+        for i in range(n):
+            body = "m%05d" % i
+            sent.update(body.encode())
+            send(p, "/queue/work", body, rid="done" if i == n - 1 else None)
+        p.expect("RECEIPT", 30 * SLOW)
+        for t in threads:
+            t.join(90 * SLOW)
+        both = got["a"] + got["b"]
+        self.assertEqual(len(both), n, "a %d + b %d" % (len(got["a"]), len(got["b"])))
+        self.assertEqual(len(set(both)), n, "a message was delivered twice")
+        seen = hashlib.sha256()
+        for body in sorted(both):
+            seen.update(body.encode())
+        self.assertEqual(seen.hexdigest(), sent.hexdigest())
+        self.assertGreater(len(got["a"]), 0)
+        self.assertGreater(len(got["b"]), 0)
+        # all acknowledged: the work queue is empty
+        wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "the stream to empty")
+
+    def test_receipt_means_stored_and_headers_survive(self):
+        a, b = self.node("a"), self.node("b")
+        p = self.client(a)
+        send(p, "/queue/q.1 x", "hello", [("x-k", "v:1"), ("priority", "7"),
+                                           ("persistent", "true")], rid="r")
+        p.expect("RECEIPT")
+        self.assertEqual(stream_messages(self.nats[0].port), 1)
+        c = self.client(b, "1.1")
+        subscribe(c, "/queue/q.1 x")
+        f = c.expect("MESSAGE", 10)
+        self.assertEqual(f.body, b"hello")
+        self.assertEqual(f["destination"], "/queue/q.1 x")
+        self.assertEqual(f["x-k"], "v\\c1")  # on the wire, escaped as 1.1 has it
+        self.assertEqual(f["priority"], "7")
+        self.assertIsNone(f.get("redelivered"))
+
+    def test_nack_goes_back_and_another_node_may_take_it(self):
+        a, b = self.node("a"), self.node("b")
+        ca = self.client(a)
+        subscribe(ca, "/queue/n", ack="client-individual")
+        p = self.client(b)
+        send(p, "/queue/n", "once", rid="r")
+        p.expect("RECEIPT")
+        f = ca.expect("MESSAGE", 10)
+        ca.close()  # gone without an ACK: given back at once, not after the ack wait
+        cb = self.client(b)
+        subscribe(cb, "/queue/n", ack="client-individual")
+        t0 = time.time()
+        g = cb.expect("MESSAGE", 10)
+        self.assertEqual(g.body, f.body)
+        self.assertEqual(g["redelivered"], "true")
+        self.assertLess(time.time() - t0, ACK_WAIT_MS / 1000.0, "waited for the ack wait")
+        cb.send_frame("NACK", [("id", g["ack"])])
+        h = cb.expect("MESSAGE", 10)
+        self.assertEqual(h.body, b"once")
+        cb.send_frame("ACK", [("id", h["ack"])], )
+        send(cb, "/queue/sync", "x", rid="sync")
+        cb.expect("RECEIPT")
+        wait_for(lambda: stream_messages(self.nats[0].port) == 1, 5, "the ack to land")
+
+    def test_kill9_of_a_node_holding_unacknowledged_messages(self):
+        a, b = self.node("a"), self.node("b")
+        cb = self.client(b)
+        subscribe(cb, "/queue/held", ack="client-individual")
+        p = self.client(a)
+        for i in range(50):
+            send(p, "/queue/held", "h%d" % i, rid="r" if i == 49 else None)
+        p.expect("RECEIPT")
+        held = read_bodies(cb, 50, 10)
+        self.assertEqual(len(held), 50)
+        b.proc.kill()  # kill -9: nothing given back, JetStream's ack wait does it
+        b.proc.wait(10)
+        ca = self.client(a)
+        subscribe(ca, "/queue/held", ack="client-individual")
+        again = []
+        deadline = time.time() + 15 * SLOW
+        while len(again) < 50 and time.time() < deadline:
+            f = ca.read_frame(15 * SLOW)
+            self.assertEqual(f["redelivered"], "true")
+            again.append(f.body.decode())
+            ca.send_frame("ACK", [("id", f["ack"])])
+        self.assertEqual(sorted(again), sorted(held))
+
+
+class TopicTest(ClusterBase):
+    def test_fanout_across_three_nodes_once_each(self):
+        nodes = [self.node(n) for n in "abc"]
+        subs = []
+        for i, b in enumerate(nodes):
+            for j in range(2):
+                c = self.client(b)
+                subscribe(c, "/topic/news.eu", sid="s%d%d" % (i, j))
+                subs.append(c)
+        time.sleep(0.3 * SLOW)  # NATS has the nodes' interest
+        p = self.client(nodes[0])
+        for i in range(100):
+            send(p, "/topic/news.eu", "t%d" % i)
+        for c in subs:
+            self.assertEqual(read_bodies(c, 100, 10), ["t%d" % i for i in range(100)])
+            c.expect_nothing(0.2)
+
+    def test_a_topic_nobody_subscribes_to_is_fine(self):
+        a = self.node("a")
+        p = self.client(a)
+        send(p, "/topic/nobody", "x", rid="r")
+        p.expect("RECEIPT")
+
+
+class RpcTest(ClusterBase):
+    def test_client_and_server_on_different_nodes(self):
+        a, b = self.node("a"), self.node("b")
+        server = self.client(b)
+        subscribe(server, "/queue/rpc")
+        client = self.client(a, "1.0")
+        for i in range(20):
+            send(client, "/queue/rpc", "q%d" % i, [("reply-to", "/temp-queue/answers"),
+                                                   ("correlation-id", str(i))])
+            req = server.expect("MESSAGE", 10)
+            self.assertTrue(req["reply-to"].startswith("/reply-queue/eft.a."), req["reply-to"])
+            send(server, req["reply-to"], "answer " + req.body.decode(),
+                 [("correlation-id", req["correlation-id"])])
+            ans = client.expect("MESSAGE", 10)
+            self.assertEqual(ans.body.decode(), "answer q%d" % i)
+            self.assertEqual(ans["correlation-id"], str(i))
+
+    def test_reply_to_a_gone_temp_queue_is_dropped(self):
+        a, b = self.node("a"), self.node("b")
+        c = self.client(b)
+        send(c, "/reply-queue/eft.a.nosuchqueue", "x", rid="r")
+        c.expect("RECEIPT")
+        self.assertTrue(a.alive())
+
+
+class NatsRestartTest(ClusterBase):
+    def test_restart_loses_nothing_with_a_receipt_and_errors_while_down(self):
+        a, b = self.node("a"), self.node("b")
+        p = self.client(a)
+        for i in range(500):
+            send(p, "/queue/r", "r%d" % i, rid="r%d" % i if i % 50 == 49 else None)
+        receipts = [p.expect("RECEIPT", 10)["receipt-id"] for _ in range(10)]
+        self.assertEqual(receipts[-1], "r499")
+        nats = self.nats[0]
+        nats.kill()
+        wait_for(lambda: "lost NATS" in a.read_log(), 15, "node a to see NATS gone")
+        down = self.client(a)
+        send(down, "/queue/r", "refused", rid="nope")
+        f = down.expect_error_and_close(10)
+        self.assertEqual(f["message"], "cluster unavailable")
+        sub = self.client(b) if "lost NATS" in b.read_log() else None
+        if sub is not None:
+            sub.send_frame("SUBSCRIBE", [("destination", "/queue/r"), ("id", "1")])
+            self.assertEqual(sub.expect_error_and_close(10)["message"], "cluster unavailable")
+        nats.start()
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
+        wait_for(lambda: a.read_log().count("queue stream EFT_QUEUES ready") >= 1, 10, "stream")
+        after = self.client(a)
+        send(after, "/queue/r", "after", rid="after")
+        after.expect("RECEIPT", 15)
+        c = self.client(b)
+        subscribe(c, "/queue/r")
+        got = read_bodies(c, 501, 20)
+        self.assertEqual(len(got), len(set(got)))
+        self.assertEqual(set(got), {"r%d" % i for i in range(500)} | {"after"})
+
+
+class NatsClusterTest(ClusterBase):
+    nats_nodes = 3
+
+    def test_killing_one_nats_node_of_three_loses_nothing(self):
+        a = self.node("a", "cluster-replicas = 3\n", nats=[self.nats[0], self.nats[1]])
+        b = self.node("b", "cluster-replicas = 3\n", nats=[self.nats[1], self.nats[2]])
+        p = self.client(a)
+        n = 2000
+        for i in range(n):
+            send(p, "/queue/r3", "x%d" % i, rid="half" if i == n // 2 - 1 else
+                 "all" if i == n - 1 else None)
+        p.expect("RECEIPT", 30)
+        p.expect("RECEIPT", 30)
+        self.nats[0].kill()  # a's server: a moves to another
+        c = self.client(b)
+        subscribe(c, "/queue/r3", ack="client-individual")
+        got = read_bodies(c, n, 60, ack=True)
+        self.assertEqual(len(got), n)
+        self.assertEqual(set(got), {"x%d" % i for i in range(n)})
+        wait_for(lambda: "connected to NATS" in a.read_log().split("lost NATS")[-1], 30,
+                 "a to reconnect to another NATS node")
+        more = self.client(a)
+        send(more, "/queue/r3", "after", rid="r")
+        more.expect("RECEIPT", 15)
+        self.assertEqual(read_bodies(c, 1, 10), ["after"])
+
+
+@TCP_ONLY
+@unittest.skipUnless(NATS_SERVER, NATS_SKIP)
+class StartupTest(unittest.TestCase):
+    def test_unreachable_at_start_one_line_then_it_carries_on(self):
+        nats = NatsServer()
+        self.addCleanup(nats.cleanup)
+        b = Broker(config=node_config(nats, "a"))
+        b.start()
+        self.addCleanup(b.kill)
+        log = b.read_log()
+        self.assertEqual(log.count("cannot reach NATS"), 1, log)
+        c = RawClient(b.port)
+        c.connect()
+        send(c, "/queue/x", "early", rid="r")
+        self.assertEqual(c.expect_error_and_close(5)["message"], "cluster unavailable")
+        wait_for(lambda: "still unreachable" in b.read_log(), 10, "a retry to be logged")
+        nats.start()
+        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30, "the stream")
+        c = RawClient(b.port)
+        c.connect()
+        send(c, "/queue/x", "later", rid="r")
+        c.expect("RECEIPT", 10)
+        subscribe(c, "/queue/x")
+        self.assertEqual(c.expect("MESSAGE", 10).body, b"later")
+        c.close()
+
+    def run_eftd(self, config):
+        path = os.path.join(harness.ROOT, "build-cluster-test.conf")
+        with open(path, "w") as f:
+            f.write(config)
+        try:
+            r = subprocess.run([harness.EFTD, "-c", path, "-p", "0"], capture_output=True,
+                               text=True, timeout=10)
+        finally:
+            os.unlink(path)
+        return r.returncode, r.stderr.strip().splitlines()
+
+    def test_settings_that_cannot_work_stop_eftd_with_one_line(self):
+        for config, words in (
+                ("cluster = http://127.0.0.1:4222\n", "is not nats://HOST:PORT"),
+                ("cluster = nats://127.0.0.1\n", "is not nats://HOST:PORT"),
+                ("cluster = nats://127.0.0.1:4222\ndata-dir = /tmp/x\n", "data-dir and cluster"),
+                ("cluster = nats://127.0.0.1:4222\ncluster-user = u\n", "needs cluster-password"),
+                ("node-name = a\n", "need cluster = nats://HOST:PORT"),
+                ("cluster = nats://127.0.0.1:4222\ncluster-replicas = 7\n", "cluster-replicas")):
+            rc, lines = self.run_eftd(config)
+            self.assertEqual(rc, 1, config)
+            self.assertEqual(len(lines), 1, lines)
+            self.assertIn(words, lines[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
