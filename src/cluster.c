@@ -40,7 +40,7 @@
 #include "eft/sub.h"
 
 #define PULL_EXPIRES_MS 5000     /* a pull request waits this long on the server */
-#define AUTO_WINDOW 64           /* messages pulled ahead for an auto-ack subscriber */
+#define AUTO_WINDOW 256          /* messages pulled ahead for an auto-ack subscriber */
 #define MAX_WINDOW 1024          /* ... for a whole queue */
 #define PUB_RETRY_MS 2000        /* no pub ack this long: publish again (deduplicated) */
 #define TICK_MS 100
@@ -114,6 +114,9 @@ struct cluster {
 	struct event *state_ev;          /* libnats threads wake the loop with it */
 	struct event *tick_ev;
 	atomic_int reconnects;           /* attempts since the last connection */
+	atomic_int connections;          /* made so far (libnats's threads count them) */
+	atomic_bool closing;             /* cluster_stop: wake nothing any more */
+	int connections_seen;            /* ... as the loop last handled them */
 	int logged_attempts;
 	uint64_t attempt_delay_ms;
 };
@@ -200,7 +203,18 @@ wake(natsConnection *nc, void *arg)
 {
 	(void)nc;
 	struct cluster *cl = arg;
-	event_active(cl->state_ev, EV_READ, 0);
+	if (!atomic_load(&cl->closing))
+		event_active(cl->state_ev, EV_READ, 0);
+}
+
+/* Connected (at last, or again): counted, so that a quick drop and
+ * reconnect between two loop turns is still seen as one. */
+static void
+wake_connected(natsConnection *nc, void *arg)
+{
+	struct cluster *cl = arg;
+	atomic_fetch_add(&cl->connections, 1);
+	wake(nc, arg);
 }
 
 static int64_t
@@ -209,7 +223,8 @@ reconnect_delay(natsConnection *nc, int attempts, void *arg)
 	(void)nc;
 	struct cluster *cl = arg;
 	atomic_store(&cl->reconnects, attempts);
-	event_active(cl->state_ev, EV_READ, 0);
+	if (!atomic_load(&cl->closing))
+		event_active(cl->state_ev, EV_READ, 0);
 	/* 100 ms doubling to 5 s */
 	int64_t ms = 100;
 	for (int i = 1; i < attempts && ms < 5000; i++)
@@ -762,7 +777,9 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 	struct cluster *cl = arg;
 	natsConnStatus st = natsConnection_Status(cl->nc);
 	bool up = st == NATS_CONN_STATUS_CONNECTED;
-	if (up && !cl->connected) {
+	int made = atomic_load(&cl->connections);
+	if (up && (!cl->connected || made != cl->connections_seen)) {
+		cl->connections_seen = made;
 		connected(cl);
 	} else if (!up && cl->connected) {
 		cl->connected = false;
@@ -1067,11 +1084,11 @@ cluster_start(struct broker *b, char *err, size_t errlen)
 	if (s == NATS_OK)
 		s = natsOptions_SetCustomReconnectDelay(o, reconnect_delay, cl);
 	if (s == NATS_OK)
-		s = natsOptions_SetRetryOnFailedConnect(o, true, wake, cl);
+		s = natsOptions_SetRetryOnFailedConnect(o, true, wake_connected, cl);
 	if (s == NATS_OK)
 		s = natsOptions_SetDisconnectedCB(o, wake, cl);
 	if (s == NATS_OK)
-		s = natsOptions_SetReconnectedCB(o, wake, cl);
+		s = natsOptions_SetReconnectedCB(o, wake_connected, cl);
 	if (s == NATS_OK)
 		s = natsOptions_SetClosedCB(o, wake, cl);
 	if (s == NATS_OK)
@@ -1101,8 +1118,10 @@ cluster_start(struct broker *b, char *err, size_t errlen)
 	}
 	struct timeval tick = { 0, TICK_MS * 1000 };
 	event_add(cl->tick_ev, &tick);
-	if (s == NATS_OK)
+	if (s == NATS_OK) {
+		cl->connections_seen = atomic_load(&cl->connections);
 		connected(cl);
+	}
 	return cl;
 fail:
 	if (cl->opts)
@@ -1132,6 +1151,7 @@ cluster_stop(struct cluster *cl)
 		return;
 	struct broker *b = cl->b;
 	dests_foreach_mutable(&b->dests, give_back_all, cl);
+	atomic_store(&cl->closing, true);
 	if (cl->nc != NULL) {
 		/* What was written to the connection's buffer goes out now: the
 		 * loop will not run again to write it. */
@@ -1161,10 +1181,11 @@ cluster_stop(struct cluster *cl)
 		free(a);
 	}
 	natsOptions_Destroy(cl->opts);
+	/* libnats's threads (one may be about to call wake) are gone after this. */
+	nats_CloseAndWait(2000);
 	event_free(cl->state_ev);
 	event_free(cl->tick_ev);
 	b->dests.hooks.refill = NULL;
 	b->dests.hooks.give_back = NULL;
 	free(cl);
-	nats_Close();
 }

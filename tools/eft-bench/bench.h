@@ -28,6 +28,7 @@ struct opts {
 	enum mode mode;
 	const char *mode_name;
 	const char *host, *port, *login, *passcode, *vhost;
+	const char *consumer_port;  /* consumers' (and rpc's responder's) port; NULL: port */
 	uint64_t count;             /* -n: messages (rpc: requests) per run */
 	size_t sizes[MAX_SIZES];    /* one run per size */
 	int nsizes;

@@ -46,6 +46,9 @@ static const char common_help[] =
 "Common options:\n"
 "  -H, --host HOST       broker address (default 127.0.0.1; ::1 works too)\n"
 "  -p, --port PORT       broker port (default 61613)\n"
+"      --consumer-port PORT\n"
+"                        consumers (and rpc's responder) connect here, producers\n"
+"                        to --port: two nodes of an eft cluster (default: --port)\n"
 "      --login NAME      CONNECT login (default guest; '' sends none)\n"
 "      --passcode SECRET CONNECT passcode (default guest; '' sends none)\n"
 "      --vhost HOST      CONNECT host header: RabbitMQ's vhost (default /)\n"
@@ -345,6 +348,7 @@ enum {
 	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_SEND_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
 	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY, OPT_PERSISTENT,
 	OPT_RECEIPT_WINDOW,
+	OPT_CONSUMER_PORT,
 };
 
 static void
@@ -383,6 +387,7 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "persistent", no_argument, NULL, OPT_PERSISTENT },
 		{ "receipt-window", required_argument, NULL, OPT_RECEIPT_WINDOW },
+		{ "consumer-port", required_argument, NULL, OPT_CONSUMER_PORT },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* Options that belong to one mode: the mode letters that allow them. */
@@ -399,6 +404,10 @@ parse_options(int argc, char **argv, struct opts *o)
 		case 'p':
 			o->port = optarg;
 			(void)parse_int_arg("--port", optarg, 1, 65535);
+			break;
+		case OPT_CONSUMER_PORT:
+			o->consumer_port = optarg;
+			(void)parse_int_arg("--consumer-port", optarg, 1, 65535);
 			break;
 		case OPT_LOGIN:
 			o->login = optarg;

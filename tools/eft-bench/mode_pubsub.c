@@ -126,7 +126,7 @@ pubsub_run(const struct opts *o, size_t size, int row, struct result *r, bool fa
 			snprintf(name, sizeof(name), "subscriber %d", i + 1);
 		else
 			snprintf(name, sizeof(name), "consumer");
-		subs[i] = session_open(&l, o, name);
+		subs[i] = session_open_consumer(&l, o, name);
 		opened = subs[i] != NULL;
 	}
 	if (opened)

@@ -274,7 +274,7 @@ mode_rpc(const struct opts *o, size_t size, int row, struct result *r)
 	sender_init(&rp.req, o, service, size, "reply-to:" RPC_TEMP_QUEUE);
 	r->conns = rp.nclients + 1;
 
-	rp.responder = session_open(&l, o, "responder");
+	rp.responder = session_open_consumer(&l, o, "responder");
 	bool opened = rp.responder != NULL;
 	if (opened) {
 		rp.responder->arg = &rp;

@@ -1,5 +1,7 @@
 /* mode_sendrecv.c - send N messages to a fresh queue, then receive them, on
  * one connection: the two halves of a broker's throughput, timed apart.
+ * With --consumer-port (another node of a cluster) the receiving half has a
+ * connection of its own there.
  *
  * Send time ends at the RECEIPT for the last SEND (the broker has taken all
  * of them), not when the last byte left eft-bench; receive time runs from
@@ -52,7 +54,8 @@ progress(void *arg)
 }
 
 static void
-measure(struct sendrecv *s, struct loop *l, struct conn *c, const char *dest, struct result *r)
+measure(struct sendrecv *s, struct loop *l, struct conn *c, struct conn *rc, const char *dest,
+    struct result *r)
 {
 	const struct opts *o = s->o;
 
@@ -70,9 +73,9 @@ measure(struct sendrecv *s, struct loop *l, struct conn *c, const char *dest, st
 	/* From here on a RECEIPT for a SEND is one too many: conn.c fails it. */
 	c->refill = NULL;
 	c->on_receipt = NULL;
-	consumer_init(&s->cons, c, o, s->size, o->count, NULL);
+	consumer_init(&s->cons, rc, o, s->size, o->count, NULL);
 	s->receiving = true;
-	session_subscribe(c, o, dest, "0", o->ack, NULL);
+	session_subscribe(rc, o, dest, "0", o->ack, NULL);
 	uint64_t t1 = now_ns();
 	enum loop_status st = loop_run(l, received_all, s);
 	uint64_t end = s->cons.last_ns ? s->cons.last_ns : now_ns();
@@ -103,11 +106,13 @@ mode_sendrecv(const struct opts *o, size_t size, int row, struct result *r)
 	if (o->progress)
 		loop_set_progress(&l, progress, &s);
 	bench_dest_name(dest, sizeof(dest), o, "/queue/eft-bench", size, row);
-	r->conns = 1;
-	struct conn *c = session_open(&l, o, "sendrecv");
-	if (c != NULL && session_wait_connected(&l)) {
+	r->conns = session_split_ports(o) ? 2 : 1;
+	struct conn *c = session_open(&l, o, "sendrecv"), *rc = c;
+	if (c != NULL && r->conns == 2)
+		rc = session_open_consumer(&l, o, "receiver");
+	if (c != NULL && rc != NULL && session_wait_connected(&l)) {
 		session_note_server(&l, r);
-		measure(&s, &l, c, dest, r);
+		measure(&s, &l, c, rc, dest, r);
 	}
 	session_note_failure(&l, r);
 	session_close_all(&l);

@@ -19,10 +19,10 @@ header_plain(struct buf *b, const char *name, const char *value)
 	frame_header_raw(b, name, (struct hval){ value, strlen(value) });
 }
 
-struct conn *
-session_open(struct loop *l, const struct opts *o, const char *name)
+static struct conn *
+open_at(struct loop *l, const struct opts *o, const char *port, const char *name)
 {
-	struct conn *c = conn_open(l, o->host, o->port, name, o->tls_client,
+	struct conn *c = conn_open(l, o->host, port, name, o->tls_client,
 	    o->ws ? &o->ws_opts : NULL);
 	if (c == NULL)
 		return NULL;
@@ -36,6 +36,24 @@ session_open(struct loop *l, const struct opts *o, const char *name)
 	header_plain(&c->out, "heart-beat", "0,0");
 	frame_finish(&c->out, NULL, 0);
 	return c;
+}
+
+struct conn *
+session_open(struct loop *l, const struct opts *o, const char *name)
+{
+	return open_at(l, o, o->port, name);
+}
+
+bool
+session_split_ports(const struct opts *o)
+{
+	return o->consumer_port != NULL && strcmp(o->consumer_port, o->port) != 0;
+}
+
+struct conn *
+session_open_consumer(struct loop *l, const struct opts *o, const char *name)
+{
+	return open_at(l, o, session_split_ports(o) ? o->consumer_port : o->port, name);
 }
 
 static bool

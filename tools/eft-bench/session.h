@@ -20,6 +20,11 @@
 /* Open a connection and queue CONNECT; session_wait_connected finishes it.
  * NULL after loop_fail. */
 struct conn *session_open(struct loop *l, const struct opts *o, const char *name);
+/* The same for a consumer (or rpc's responder): at --consumer-port, if given
+ * (another node of a cluster). */
+struct conn *session_open_consumer(struct loop *l, const struct opts *o, const char *name);
+/* Do consumers go to another port than producers? */
+bool session_split_ports(const struct opts *o);
 /* Serve the loop until every connection has its CONNECTED; false on failure. */
 bool session_wait_connected(struct loop *l);
 /* Serve the loop until every connection expecting a receipt has it. */
