@@ -946,6 +946,11 @@ cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const c
 		return -1;
 	}
 	size_t size = cluster_msg_size(m);
+	int64_t max = natsConnection_GetMaxPayload(cl->nc);
+	if (max > 0 && size + 128 > (uint64_t)max) {
+		*err = "message too large for the cluster";
+		return -1;
+	}
 	char *payload = malloc(size);
 	if (payload == NULL) {
 		*err = "out of memory";
@@ -970,10 +975,16 @@ cluster_reply_is_remote(const struct cluster *cl, const char *name, size_t len)
 	size_t tlen = strlen(cl->token);
 	if (len < REPLY_PREFIX_LEN + 4 || memcmp(name + REPLY_PREFIX_LEN, "eft.", 4) != 0)
 		return false;
-	const char *node = name + REPLY_PREFIX_LEN + 4;
-	const char *dot = memchr(node, '.', len - REPLY_PREFIX_LEN - 4);
-	if (dot == NULL || (dot == node + 3 && memcmp(node, "gen", 3) == 0))
+	const char *node = name + REPLY_PREFIX_LEN + 4, *end = name + len;
+	const char *dot = memchr(node, '.', (size_t)(end - node));
+	if (dot == NULL || dot == node || dot + 1 == end)
 		return false;
+	/* Only NODE.RANDOM made of subject-safe bytes becomes a subject: any
+	 * other name is nobody's temp-queue (dropped here as such). */
+	for (const char *p = node; p < end; p++)
+		if (p != dot && !(*p == '-' || *p == '_' || *p == '=' || (*p >= '0' && *p <= '9') ||
+		    (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+			return false;
 	return !((size_t)(dot - node) == tlen && memcmp(node, cl->token, tlen) == 0);
 }
 

@@ -352,6 +352,10 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 	if (why == ROUTE_CLUSTER_NAME)
 		return fail(c, f, "destination name too long for the cluster", "A clustered "
 		    "destination's name becomes a NATS subject; this one is too long.");
+	if (why == ROUTE_CLUSTER_SIZE)
+		return fail(c, f, "message too large for the cluster", "A clustered message must "
+		    "fit NATS's max_payload (1 MB unless nats-server is set otherwise); this one "
+		    "does not.");
 	return fail(c, f, "cluster unavailable", "This eftd node cannot reach NATS (%s) just now: "
 	    "this %s was not applied; try again, or another node.", c->broker->cfg->cluster,
 	    frame_cmd_name(f->cmd));

@@ -146,7 +146,9 @@ route_cluster(struct session *ss, const char *name, size_t len, enum address_kin
 		log_info("%s: SEND to %.*s refused: %s", session_peer(ss), (int)(len > 200 ? 200 : len),
 		    name, err);
 		return strcmp(err, "out of memory") == 0 ? -1 :
-		    strcmp(err, "cluster unavailable") == 0 ? ROUTE_CLUSTER_DOWN : ROUTE_CLUSTER_NAME;
+		    strcmp(err, "cluster unavailable") == 0 ? ROUTE_CLUSTER_DOWN :
+		    strcmp(err, "message too large for the cluster") == 0 ? ROUTE_CLUSTER_SIZE :
+		    ROUTE_CLUSTER_NAME;
 	}
 	if (kind != ADDR_TOPIC) {
 		b->stats.msgs_in++;

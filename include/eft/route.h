@@ -22,6 +22,7 @@ int route_publish(struct session *ss, struct dest *d, struct msg *m);
 /* Cluster mode: route_send's other answers. */
 #define ROUTE_CLUSTER_DOWN (-2)   /* NATS is not connected (or JetStream not ready) */
 #define ROUTE_CLUSTER_NAME (-3)   /* the name is too long for a NATS subject */
+#define ROUTE_CLUSTER_SIZE (-4)   /* the message is over NATS's max_payload */
 /* Does a SEND to name go through the cluster (b->cluster set, and a queue,
  * a topic, or another node's temp-queue)? */
 bool route_clustered(const struct session *ss, const char *name, size_t len,

@@ -26,6 +26,7 @@ import time
 import unittest
 
 import harness
+from clientscript import HAVE_STOMP_PY
 from harness import Broker, RawClient, SLOW, subscribe, wait_for
 from natsharness import NATS_SERVER, NATS_SKIP, NatsServer, nats_cluster, stream_messages
 
@@ -205,6 +206,74 @@ class QueueTest(ClusterBase):
             again.append(f.body.decode())
             ca.send_frame("ACK", [("id", f["ack"])])
         self.assertEqual(sorted(again), sorted(held))
+
+
+class LimitsTest(ClusterBase):
+    def test_a_message_over_nats_max_payload_gets_an_error(self):
+        a = self.node("a")
+        c = self.client(a)
+        send(c, "/queue/big", b"x" * (2 << 20), rid="r")
+        f = c.expect_error_and_close(10)
+        self.assertEqual(f["message"], "message too large for the cluster")
+        ok = self.client(a)
+        send(ok, "/queue/big", "small", rid="r")
+        ok.expect("RECEIPT", 10)
+
+    def test_a_reply_name_that_cannot_be_a_subject_is_nobodys(self):
+        a, b = self.node("a"), self.node("b")
+        client, server = self.client(a), self.client(b)
+        subscribe(server, "/queue/svc")
+        send(client, "/queue/svc", "q", [("reply-to", "/temp-queue/r")])
+        name = server.expect("MESSAGE", 10)["reply-to"]
+        # A name with a space or a wildcard must not reach that temp-queue
+        # (a space would end the NATS subject, leaving a real one in front).
+        for bad in (name + " extra", name + ".*", name + ".>", name[:-1] + "*",
+                    "/reply-queue/eft.a.", "/reply-queue/eft..x"):
+            send(server, bad, "wrong: " + bad, rid="r")
+            server.expect("RECEIPT", 10)
+        send(server, name, "right")
+        self.assertEqual(client.expect("MESSAGE", 10).body, b"right")
+        client.expect_nothing(0.3)
+        self.assertNotIn("lost NATS", a.read_log() + b.read_log())
+
+
+@unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
+class StompPyTest(ClusterBase):
+    def test_stomp_py_producer_on_a_consumer_on_b_and_rpc_back(self):
+        import stomp
+        a, b = self.node("a"), self.node("b")
+        got, replies = [], []
+
+        class Collect(stomp.ConnectionListener):
+            def __init__(self, out):
+                self.out = out
+
+            def on_message(self, frame):
+                self.out.append(frame)
+
+        server = harness.stomp_py(b.port)
+        server.set_listener("", Collect(got))
+        server.connect(wait=True)
+        server.subscribe("/queue/py", id="s", ack="client-individual")
+        client = harness.stomp_py(a.port)
+        client.set_listener("", Collect(replies))
+        client.connect(wait=True)
+        try:
+            for i in range(10):
+                client.send("/queue/py", "q%d" % i, headers={"reply-to": "/temp-queue/py"},
+                            receipt="r%d" % i)
+            wait_for(lambda: len(got) == 10, 10, "the server on b to get 10")
+            for f in got:
+                server.ack(f.headers["ack"])
+                server.send(f.headers["reply-to"], "a" + f.body)
+            wait_for(lambda: len(replies) == 10, 10, "the client on a to get 10 replies")
+            self.assertEqual(sorted(f.body for f in got), sorted("q%d" % i for i in range(10)))
+            self.assertEqual(sorted(f.body for f in replies),
+                             sorted("aq%d" % i for i in range(10)))
+        finally:
+            client.disconnect()
+            server.disconnect()
+        wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "every ACK to reach JetStream")
 
 
 class TopicTest(ClusterBase):
