@@ -35,11 +35,16 @@
 #include "eft/cluster_wire.h"
 #include "eft/conn.h"
 #include "eft/dest.h"
+#include "eft/durable.h"
 #include "eft/log.h"
 #include "eft/msg.h"
+#include "eft/session.h"
 #include "eft/sub.h"
 
-#define PULL_EXPIRES_MS 5000     /* a pull request waits this long on the server */
+/* A pull request waits this long on the server.  It cannot be taken back:
+ * a node whose subscribers left may still get a message for that long, and
+ * gives it back (redelivered) to whoever pulls next. */
+#define PULL_EXPIRES_MS 1000
 #define AUTO_WINDOW 256          /* messages pulled ahead for an auto-ack subscriber */
 #define MAX_WINDOW 1024          /* ... for a whole queue */
 #define PUB_RETRY_MS 2000        /* no pub ack this long: publish again (deduplicated) */
@@ -50,17 +55,22 @@
 /* A queue this node has subscribers on. */
 struct cq {
 	UT_hash_handle hh;         /* in cl->queues, by qid */
-	UT_hash_handle hh_subject; /* in cl->by_subject: pulled messages keep their subject */
+	UT_hash_handle hh_consumer; /* in cl->by_consumer: pulled messages name it in their
+	                              ack subject */
+	const char *stream;        /* CLUSTER_STREAM, or CLUSTER_TOPIC_STREAM ... */
+	bool durable;              /* ... for a durable topic subscription */
 	uint32_t qid;
 	struct dest *dest;
 	char consumer[CLUSTER_NAME_MAX + 8];
-	char subject[SUBJECT_MAX];
+	char subject[SUBJECT_MAX]; /* the consumer's filter */
 	bool consumer_ready;
 	bool creating;             /* a consumer create request is out */
 	bool pulling;              /* a pull request is out */
 	uint32_t pull_left;        /* ... of which this many have not come */
 	uint64_t pull_sent_ms;
 	uint32_t window;           /* what its subscribers may hold: buffered + unacked */
+	uint64_t ready_seq;        /* a durable subscription's SUBSCRIBE: its RECEIPT waits
+	                              (as a SEND's does) until the consumer exists */
 };
 
 /* A topic this node has subscribers on. */
@@ -70,7 +80,8 @@ struct ctopic {
 	natsSubscription *sub;
 };
 
-/* A queue SEND waiting for JetStream's ack. */
+/* A queue SEND waiting for JetStream's ack (or, msg NULL, a durable
+ * subscription waiting for its consumer). */
 struct pub {
 	uint64_t seq;
 	natsMsg *msg;              /* to publish again after a reconnect */
@@ -79,7 +90,7 @@ struct pub {
 };
 
 /* A JetStream API request waiting for its answer. */
-enum api_kind { API_STREAM, API_CONSUMER };
+enum api_kind { API_STREAM, API_TOPIC_STREAM, API_CONSUMER, API_DELETE };
 struct api {
 	struct api *next;
 	uint64_t id;
@@ -100,7 +111,7 @@ struct cluster {
 	natsSubscription *inbox_sub, *reply_sub;
 	struct ctopic *topics;
 	struct cq *queues;               /* by qid */
-	struct cq *by_subject;           /* the same, by subject */
+	struct cq *by_consumer;          /* the same, by consumer name */
 	uint32_t next_qid;
 	struct pub *pubs;                /* a ring: pubs[head..head+npubs) by seq */
 	size_t pubs_cap, pubs_head, npubs;
@@ -110,6 +121,9 @@ struct cluster {
 	bool connected;                  /* as last seen on the loop */
 	bool stream_ready;
 	uint64_t stream_asked_ms;        /* when the stream was last asked for */
+	bool topics_ready;               /* the durable subscriptions' stream */
+	uint64_t topics_asked_ms;
+	size_t ndurable;                 /* cqs of durable subscriptions here */
 	bool ever_connected;
 	struct event *state_ev;          /* libnats threads wake the loop with it */
 	struct event *tick_ev;
@@ -286,30 +300,48 @@ api_request(struct cluster *cl, enum api_kind kind, uint32_t qid, const char *su
 	return 0;
 }
 
+/* The queue stream (work queue: a message is gone once acknowledged), or
+ * the durable subscriptions' one (interest: kept until every durable
+ * subscription whose topic it is has acknowledged it; NATS-level topic
+ * publishes are stored only where one exists). */
 static void
-create_stream(struct cluster *cl)
+create_stream(struct cluster *cl, bool topics)
 {
 	char json[512];
-	cl->stream_asked_ms = now_ms(cl);
-	snprintf(json, sizeof(json), "{\"name\":\"" CLUSTER_STREAM "\",\"subjects\":[\""
-	    CLUSTER_QUEUE_SUBJECTS "\"],\"retention\":\"workqueue\",\"storage\":\"file\","
-	    "\"num_replicas\":%u,\"duplicate_window\":120000000000}",
-	    cl->b->cfg->cluster_replicas);
-	if (api_request(cl, API_STREAM, 0, "$JS.API.STREAM.CREATE." CLUSTER_STREAM, json) != 0)
-		log_error("cluster: cannot ask for the queue stream (out of memory or disconnected)");
+	const char *name = topics ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
+	if (topics)
+		cl->topics_asked_ms = now_ms(cl);
+	else
+		cl->stream_asked_ms = now_ms(cl);
+	snprintf(json, sizeof(json), "{\"name\":\"%s\",\"subjects\":[\"%s\"],"
+	    "\"retention\":\"%s\",\"storage\":\"file\",\"num_replicas\":%u,"
+	    "\"duplicate_window\":120000000000}", name,
+	    topics ? CLUSTER_TOPIC_SUBJECTS : CLUSTER_QUEUE_SUBJECTS,
+	    topics ? "interest" : "workqueue", cl->b->cfg->cluster_replicas);
+	char subject[96];
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.CREATE.%s", name);
+	if (api_request(cl, topics ? API_TOPIC_STREAM : API_STREAM, 0, subject, json) != 0)
+		log_error("cluster: cannot ask for stream %s (out of memory or disconnected)", name);
+}
+
+static bool
+stream_ready(const struct cluster *cl, const struct cq *q)
+{
+	return q->durable ? cl->topics_ready : cl->stream_ready;
 }
 
 static void
 create_consumer(struct cluster *cl, struct cq *q)
 {
 	char json[1024], subject[SUBJECT_MAX + 64];
-	snprintf(json, sizeof(json), "{\"stream_name\":\"" CLUSTER_STREAM "\",\"config\":{"
-	    "\"durable_name\":\"%s\",\"deliver_policy\":\"all\",\"ack_policy\":\"explicit\","
+	/* A new durable subscription gets what is published from now on. */
+	snprintf(json, sizeof(json), "{\"stream_name\":\"%s\",\"config\":{"
+	    "\"durable_name\":\"%s\",\"deliver_policy\":\"%s\",\"ack_policy\":\"explicit\","
 	    "\"ack_wait\":%llu,\"max_deliver\":-1,\"filter_subject\":\"%s\","
 	    "\"replay_policy\":\"instant\",\"max_waiting\":512,\"max_ack_pending\":-1}}",
-	    q->consumer, (unsigned long long)cl->b->cfg->cluster_ack_wait_ms * 1000000ull,
-	    q->subject);
-	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DURABLE.CREATE." CLUSTER_STREAM ".%s",
+	    q->stream, q->consumer, q->durable ? "new" : "all",
+	    (unsigned long long)cl->b->cfg->cluster_ack_wait_ms * 1000000ull, q->subject);
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", q->stream,
 	    q->consumer);
 	if (api_request(cl, API_CONSUMER, q->qid, subject, json) == 0)
 		q->creating = true;
@@ -317,6 +349,7 @@ create_consumer(struct cluster *cl, struct cq *q)
 
 static void refill(struct cluster *cl, struct cq *q);
 static void republish(struct cluster *cl);
+static void release_seq(struct cluster *cl, uint64_t *seq);
 
 static void
 api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
@@ -335,26 +368,36 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	bool exists = failed && (code == 10058 || code == 10013 || code == 10148);
 	log_debug("cluster: JetStream answered request %" PRIu64 ": %.*s", id,
 	    (int)(len > 300 ? 300 : len), data);
-	if (a->kind == API_STREAM) {
+	if (a->kind == API_STREAM || a->kind == API_TOPIC_STREAM) {
+		bool topics = a->kind == API_TOPIC_STREAM;
+		const char *name = topics ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
 		if (failed && !exists) {
-			log_error("cluster: JetStream refused the queue stream: %.*s (%" PRId64 "); "
-			    "is nats-server running with -js?", (int)dlen, desc, code);
+			log_error("cluster: JetStream refused stream %s: %.*s (%" PRId64 "); "
+			    "is nats-server running with -js?", name, (int)dlen, desc, code);
 		} else {
 			if (exists)
-				log_warn("cluster: queue stream " CLUSTER_STREAM " exists with other "
-				    "settings (%.*s); using it", (int)dlen, desc);
-			if (!cl->stream_ready)
-				log_info("cluster: queue stream " CLUSTER_STREAM " ready");
-			cl->stream_ready = true;
-			republish(cl);
+				log_warn("cluster: stream %s exists with other settings (%.*s); using it",
+				    name, (int)dlen, desc);
+			bool *ready = topics ? &cl->topics_ready : &cl->stream_ready;
+			if (!*ready)
+				log_info("cluster: %s stream %s ready", topics ? "durable subscriptions'" :
+				    "queue", name);
+			*ready = true;
+			if (!topics)
+				republish(cl);
 			for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
-				if (!q->consumer_ready && !q->creating)
+				if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
 					create_consumer(cl, q);
 		}
+	} else if (a->kind == API_DELETE) {
+		if (failed)
+			log_warn("cluster: a durable subscription's consumer was not deleted: %.*s",
+			    (int)dlen, desc);
 	} else {
 		struct cq *q = cq_of(cl, a->qid);
 		if (q != NULL) {
 			q->creating = false;
+			release_seq(cl, &q->ready_seq);
 			if (failed && !exists) {
 				log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
 				    q->consumer, (int)dlen, desc, code);
@@ -399,7 +442,8 @@ pubs_advance(struct cluster *cl)
 	uint64_t before = b->cluster_acked;
 	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
 		struct pub *p = pub_at(cl, 0);
-		natsMsg_Destroy(p->msg);
+		if (p->msg != NULL)
+			natsMsg_Destroy(p->msg);
 		b->cluster_acked = p->seq;
 		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
 		cl->npubs--;
@@ -434,6 +478,35 @@ pub_answer(struct cluster *cl, uint64_t seq, const char *data, size_t len)
 	pubs_advance(cl);
 }
 
+/* A number in the SENDs' sequence for something else a RECEIPT waits for;
+ * 0 if out of memory (then nothing waits). */
+static uint64_t
+hold_seq(struct cluster *cl)
+{
+	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
+		return 0;
+	struct pub *p = &cl->pubs[(cl->pubs_head + cl->npubs) % cl->pubs_cap];
+	p->seq = cl->next_pub++;
+	p->msg = NULL;
+	p->acked = false;
+	p->sent_ms = 0;
+	cl->npubs++;
+	return p->seq;
+}
+
+static void
+release_seq(struct cluster *cl, uint64_t *seq)
+{
+	if (*seq == 0 || cl->npubs == 0 || *seq < pub_at(cl, 0)->seq)
+		return;
+	size_t i = (size_t)(*seq - pub_at(cl, 0)->seq);
+	*seq = 0;
+	if (i < cl->npubs) {
+		pub_at(cl, i)->acked = true;
+		pubs_advance(cl);
+	}
+}
+
 static void
 republish(struct cluster *cl)
 {
@@ -442,7 +515,7 @@ republish(struct cluster *cl)
 	uint64_t now = now_ms(cl);
 	for (size_t i = 0; i < cl->npubs; i++) {
 		struct pub *p = pub_at(cl, i);
-		if (p->acked || (p->sent_ms != 0 && now - p->sent_ms < PUB_RETRY_MS))
+		if (p->acked || p->msg == NULL || (p->sent_ms != 0 && now - p->sent_ms < PUB_RETRY_MS))
 			continue;
 		if (natsConnection_PublishMsg(cl->nc, p->msg) == NATS_OK)
 			p->sent_ms = now;
@@ -494,7 +567,7 @@ refill(struct cluster *cl, struct cq *q)
 		return;
 	uint32_t batch = (uint32_t)(q->window - held);
 	char subject[SUBJECT_MAX + 64], reply[96], json[96];
-	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.MSG.NEXT." CLUSTER_STREAM ".%s",
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", q->stream,
 	    q->consumer);
 	snprintf(reply, sizeof(reply), "%s.q.%" PRIu32, cl->inbox, q->qid);
 	snprintf(json, sizeof(json), "{\"batch\":%" PRIu32 ",\"expires\":%llu}", batch,
@@ -555,8 +628,9 @@ nak_one(struct msg *m, void *arg)
 	settle(arg, m, "-NAK");
 }
 
-/* A pull's answer: a message (on its own subject, eft.q.NAME) or a status
- * (on the pull's reply subject, INBOX.q.QID). */
+/* A pull's answer: a message (on its own subject, eft.q.NAME, with an ack
+ * subject naming its consumer) or a status (on the pull's reply subject,
+ * INBOX.q.QID). */
 static void
 pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 {
@@ -644,10 +718,12 @@ reply_arrived(struct cluster *cl, natsMsg *nm)
 static void
 inbox_arrived(struct cluster *cl, natsMsg *nm)
 {
-	const char *subject = natsMsg_GetSubject(nm);
-	if (strncmp(subject, "eft.q.", 6) == 0) {
+	const char *subject = natsMsg_GetSubject(nm), *consumer;
+	const char *reply = natsMsg_GetReply(nm);
+	size_t clen;
+	if (reply != NULL && cluster_ack_consumer(reply, &consumer, &clen)) {
 		struct cq *q;
-		HASH_FIND(hh_subject, cl->by_subject, subject, strlen(subject), q);
+		HASH_FIND(hh_consumer, cl->by_consumer, consumer, clen, q);
 		pulled(cl, q, nm);
 		return;
 	}
@@ -765,8 +841,11 @@ connected(struct cluster *cl)
 		free(a);
 	}
 	cl->apis = NULL;
-	cl->stream_ready = false;
-	create_stream(cl);
+	/* A stream once made stays (asked for again all the same, in case the
+	 * NATS servers are new): SENDs need not wait for the answer. */
+	create_stream(cl, false);
+	if (cl->ndurable > 0)
+		create_stream(cl, true);
 }
 
 static void
@@ -783,7 +862,6 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 		connected(cl);
 	} else if (!up && cl->connected) {
 		cl->connected = false;
-		cl->stream_ready = false;
 		log_warn("cluster: lost NATS (%s); clustered destinations get an ERROR until it is "
 		    "back, retrying", cl->b->cfg->cluster);
 	}
@@ -808,7 +886,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	/* JetStream may not be ready yet (a NATS cluster electing its leader):
 	 * ask again every second. */
 	if (!cl->stream_ready && now - cl->stream_asked_ms >= 1000)
-		create_stream(cl);
+		create_stream(cl, false);
+	if (cl->ndurable > 0 && !cl->topics_ready && now - cl->topics_asked_ms >= 1000)
+		create_stream(cl, true);
 	republish(cl);
 	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
 		/* A pull whose answer never came (lost in a reconnect): forget it. */
@@ -816,7 +896,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 			q->pulling = false;
 			q->pull_left = 0;
 		}
-		if (!q->consumer_ready && !q->creating && cl->stream_ready)
+		if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
 			create_consumer(cl, q);
 		refill(cl, q);
 	}
@@ -829,6 +909,10 @@ sub_window(const struct sub *s)
 {
 	return s->prefetch != 0 && s->prefetch < AUTO_WINDOW * 4 ? s->prefetch : AUTO_WINDOW;
 }
+
+static int pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
+    const char *filter, const char *topic, size_t topic_len, const char *prefix,
+    const char *name, size_t name_len);
 
 int
 cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s)
@@ -852,25 +936,69 @@ cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s)
 		cl->topics = t;
 		return 0;
 	}
+	size_t plen;
+	const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
+	return pull_for(cl, d, s, false, "eft.q.", part, plen, "q_", part, plen);
+}
+
+int
+cluster_durable_added(struct cluster *cl, struct dest *d, const struct sub *s,
+    const char *topic, size_t topic_len)
+{
+	/* /durable/NAME pulls from consumer d_NAME of the topic stream */
+	size_t plen, nlen = dest_name_len(d) - strlen(DURABLE_PREFIX);
+	const char *part = queue_part(topic, topic_len, &plen);
+	return pull_for(cl, d, s, true, "eft.t.", part, plen, "d_",
+	    dest_name(d) + strlen(DURABLE_PREFIX), nlen);
+}
+
+void
+cluster_durable_end(struct cluster *cl, const char *name, size_t len)
+{
+	char consumer[CLUSTER_NAME_MAX + 8], subject[SUBJECT_MAX + 64];
+	size_t plen = len - strlen(DURABLE_PREFIX);
+	if (cluster_escape(consumer, CLUSTER_NAME_MAX, "d_", name + strlen(DURABLE_PREFIX),
+	    plen) == 0)
+		return;
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DELETE." CLUSTER_TOPIC_STREAM ".%s",
+	    consumer);
+	api_request(cl, API_DELETE, 0, subject, "");
+}
+
+/* d's subscriber s pulls from consumer PREFIX+NAME (both escaped) of the
+ * queue stream, or of the topic stream if durable; its filter is
+ * FILTER+TOPIC.  The cq is made with the first subscriber. */
+static int
+pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
+    const char *filter, const char *topic, size_t topic_len, const char *prefix,
+    const char *name, size_t name_len)
+{
 	uint32_t qid = (uint32_t)(uintptr_t)dest_remote(d);
 	struct cq *q = qid ? cq_of(cl, qid) : NULL;
 	if (q == NULL) {
 		q = calloc(1, sizeof(*q));
 		if (q == NULL)
 			return -1;
-		size_t plen;
-		const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
-		if (cluster_escape(q->subject, sizeof(q->subject), "eft.q.", part, plen) == 0 ||
-		    cluster_escape(q->consumer, CLUSTER_NAME_MAX, "q_", part, plen) == 0) {
+		if (cluster_escape(q->subject, sizeof(q->subject), filter, topic, topic_len) == 0 ||
+		    cluster_escape(q->consumer, CLUSTER_NAME_MAX, prefix, name, name_len) == 0) {
 			free(q);
 			return -2;
 		}
+		q->durable = durable;
+		q->stream = durable ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
 		q->qid = ++cl->next_qid;
 		q->dest = d;
 		HASH_ADD(hh, cl->queues, qid, sizeof(q->qid), q);
-		HASH_ADD(hh_subject, cl->by_subject, subject, strlen(q->subject), q);
+		HASH_ADD(hh_consumer, cl->by_consumer, consumer, strlen(q->consumer), q);
 		dest_set_remote(d, (void *)(uintptr_t)q->qid);
-		if (cl->stream_ready)
+		if (durable && cl->ndurable++ == 0 && !cl->topics_ready &&
+		    cl->connected)
+			create_stream(cl, true);
+		/* What is published before JetStream has the consumer is not kept
+		 * for it: the SUBSCRIBE's RECEIPT waits for it. */
+		if (durable && (q->ready_seq = hold_seq(cl)) != 0)
+			s->session->conn->cluster_last_pub = q->ready_seq;
+		if (stream_ready(cl, q))
 			create_consumer(cl, q);
 	}
 	q->window += sub_window(s);
@@ -911,8 +1039,11 @@ cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s)
 	/* Nobody here wants what is buffered: other nodes may have it now. */
 	dest_purge(d, nak_one, cl);
 	dest_set_remote(d, NULL);
+	if (q->durable)
+		cl->ndurable--;
+	release_seq(cl, &q->ready_seq);
 	HASH_DEL(cl->queues, q);
-	HASH_DELETE(hh_subject, cl->by_subject, q);
+	HASH_DELETE(hh_consumer, cl->by_consumer, q);
 	free(q);
 }
 
@@ -1181,11 +1312,12 @@ cluster_stop(struct cluster *cl)
 	struct cq *q, *tmp;
 	HASH_ITER(hh, cl->queues, q, tmp) {
 		HASH_DEL(cl->queues, q);
-		HASH_DELETE(hh_subject, cl->by_subject, q);
+		HASH_DELETE(hh_consumer, cl->by_consumer, q);
 		free(q);
 	}
 	for (size_t i = 0; i < cl->npubs; i++)
-		natsMsg_Destroy(pub_at(cl, i)->msg);
+		if (pub_at(cl, i)->msg != NULL)
+			natsMsg_Destroy(pub_at(cl, i)->msg);
 	free(cl->pubs);
 	for (struct api *a = cl->apis, *next; a != NULL; a = next) {
 		next = a->next;

@@ -271,33 +271,54 @@ cluster_json_error(const char *json, size_t len, int64_t *err_code, const char *
 	return true;
 }
 
-bool
-cluster_ack_delivered(const char *subject, uint64_t *delivered)
+/* The tokens of an ack subject, and which one is the consumer's:
+ * v1: $JS ACK stream consumer delivered sseq cseq time pending (9 tokens);
+ * v2: $JS ACK domain hash stream consumer delivered ... (11 or more). */
+static bool
+ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer)
 {
 	if (strncmp(subject, "$JS.ACK.", 8) != 0)
 		return false;
-	const char *tok[16];
-	size_t ntok = 0;
-	for (const char *p = subject; ntok < 16; ) {
-		tok[ntok++] = p;
+	*ntok = 0;
+	for (const char *p = subject; *ntok < 16; ) {
+		tok[(*ntok)++] = p;
 		p = strchr(p, '.');
 		if (p == NULL)
 			break;
 		p++;
 	}
-	/* v1: $JS ACK stream consumer delivered ... (9 tokens);
-	 * v2: $JS ACK domain hash stream consumer delivered ... (11 or more) */
-	size_t at;
-	if (ntok == 9)
-		at = 4;
-	else if (ntok >= 11)
-		at = 6;
+	if (*ntok == 9)
+		*consumer = 3;
+	else if (*ntok >= 11)
+		*consumer = 5;
 	else
 		return false;
+	return true;
+}
+
+bool
+cluster_ack_delivered(const char *subject, uint64_t *delivered)
+{
+	const char *tok[16];
+	size_t ntok, at;
+	if (!ack_tokens(subject, tok, &ntok, &at))
+		return false;
 	char *end;
-	unsigned long long n = strtoull(tok[at], &end, 10);
-	if (end == tok[at] || *end != '.')
+	unsigned long long n = strtoull(tok[at + 1], &end, 10);
+	if (end == tok[at + 1] || *end != '.')
 		return false;
 	*delivered = n;
+	return true;
+}
+
+bool
+cluster_ack_consumer(const char *subject, const char **consumer, size_t *len)
+{
+	const char *tok[16];
+	size_t ntok, at;
+	if (!ack_tokens(subject, tok, &ntok, &at) || tok[at + 1] - tok[at] < 2)
+		return false;
+	*consumer = tok[at];
+	*len = (size_t)(tok[at + 1] - tok[at] - 1);
 	return true;
 }

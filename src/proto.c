@@ -567,9 +567,6 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
 	struct cluster *cl = c->broker->cluster;
-	if (cl != NULL && is_durable)
-		return fail(c, f, "durable subscriptions are not supported in cluster mode",
-		    "This eftd is a cluster node; subscribe without a durable name, or use a queue.");
 	if (cl != NULL && tq == NULL && !cluster_up(cl))
 		return fail_cluster(c, f, ROUTE_CLUSTER_DOWN);
 	struct selector *sel = NULL;
@@ -583,7 +580,13 @@ handle_subscribe(struct conn *c, struct frame *f)
 			    SHOWN(selh), text);
 		}
 	}
-	if (is_durable) {
+	if (is_durable && cl != NULL) {
+		/* In a cluster JetStream keeps it: the queue here only buffers. */
+		d = dests_get(dests, durable, durable_len, DEST_QUEUE);
+		if (d != NULL && dest_subscribers(d) > 0)
+			return fail(c, f, "durable subscription in use", "Another connection is "
+			    "subscribed to durable subscription '%s'.", durable + strlen(DURABLE_PREFIX));
+	} else if (is_durable) {
 		/* A queue of its own, fed by the topic, kept while we are away. */
 		enum durable_open_error why;
 		d = durable_open(c->broker, durable, durable_len, dh->value, dh->value_len, &why);
@@ -605,7 +608,9 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail_oom(c, f);
 	}
 	int crc;
-	if (cl != NULL && tq == NULL && (crc = cluster_sub_added(cl, d, s)) != 0) {
+	if (cl != NULL && tq == NULL && (crc = is_durable ?
+	    cluster_durable_added(cl, d, s, dh->value, dh->value_len) :
+	    cluster_sub_added(cl, d, s)) != 0) {
 		sub_free(s);
 		return crc == -1 ? fail_oom(c, f) : fail_cluster(c, f, ROUTE_CLUSTER_NAME);
 	}
@@ -626,6 +631,17 @@ end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool 
 {
 	struct dest *q = dests_find(&c->broker->dests, name, len);
 	const char *shown = name + strlen(DURABLE_PREFIX);
+	if (c->broker->cluster != NULL) {
+		/* JetStream knows whether it exists; ending one that does not is
+		 * logged there, not an error here. */
+		if (q != NULL && dest_subscribers(q) > 0)
+			return fail(c, f, "durable subscription in use", "Another connection is "
+			    "subscribed to durable subscription '%s'.", shown);
+		if (!cluster_up(c->broker->cluster))
+			return fail_cluster(c, f, ROUTE_CLUSTER_DOWN);
+		cluster_durable_end(c->broker->cluster, name, len);
+		return RESULT_OK;
+	}
 	if (q == NULL || dest_bound_topic(q) == NULL) {
 		if (had_sub)
 			return RESULT_OK;

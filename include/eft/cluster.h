@@ -55,6 +55,12 @@ size_t cluster_temp_name(const struct cluster *cl, char *out, size_t cap, const 
 /* s was added to, or is leaving, its destination d. */
 int cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s);
 void cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s);
+/* s subscribed to durable subscription d (/durable/NAME, a local queue)
+ * on topic: d is fed from JetStream (made there if new). */
+int cluster_durable_added(struct cluster *cl, struct dest *d, const struct sub *s,
+    const char *topic, size_t topic_len);
+/* End durable subscription name (/durable/NAME): JetStream forgets it. */
+void cluster_durable_end(struct cluster *cl, const char *name, size_t len);
 /* m (a clustered queue message) was consumed here: acknowledge it. */
 void cluster_consumed(struct cluster *cl, struct msg *m);
 /* m died here (expired, rejected, ...): JetStream forgets it. */

@@ -16,6 +16,10 @@
  * escaped as one token (cluster_escape). */
 #define CLUSTER_STREAM "EFT_QUEUES"
 #define CLUSTER_QUEUE_SUBJECTS "eft.q.>"
+/* Durable topic subscriptions: an interest-retention stream over every
+ * topic subject, made when the first one is. */
+#define CLUSTER_TOPIC_STREAM "EFT_TOPICS"
+#define CLUSTER_TOPIC_SUBJECTS "eft.t.>"
 /* A JetStream consumer name is a file name on the NATS servers. */
 #define CLUSTER_NAME_MAX 200
 
@@ -59,5 +63,8 @@ bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const c
  * account hash in front: $JS.ACK.<domain>.<hash>.<stream>...): how many
  * times the message was delivered.  False if it is not one. */
 bool cluster_ack_delivered(const char *subject, uint64_t *delivered);
+/* The consumer an ack subject names (a pointer into subject, *len bytes);
+ * false if it is not one. */
+bool cluster_ack_consumer(const char *subject, const char **consumer, size_t *len);
 
 #endif

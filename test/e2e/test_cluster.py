@@ -276,6 +276,110 @@ class StompPyTest(ClusterBase):
         wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "every ACK to reach JetStream")
 
 
+class DurableTest(ClusterBase):
+    def durable(self, b, cid="app", name="sub1", receipt=True):
+        c = RawClient(b.port, timeout=10)
+        self.clients.append(c)
+        c.connect("1.2", headers={"client-id": cid})
+        h = [("destination", "/topic/news"), ("id", "d"),
+             ("activemq.subscriptionName", name)]
+        if receipt:
+            h.append(("receipt", "subbed"))
+        c.send_frame("SUBSCRIBE", h)
+        if receipt:
+            self.assertEqual(c.expect("RECEIPT", 10)["receipt-id"], "subbed")
+        return c
+
+    def publish(self, b, bodies):
+        p = self.client(b)
+        for i, body in enumerate(bodies):
+            send(p, "/topic/news", body, rid="p" if i == len(bodies) - 1 else None)
+        p.expect("RECEIPT", 10)
+        p.close()
+
+    def settle(self):
+        """Let JetStream store what core NATS carried (no receipt covers it)."""
+        time.sleep(0.3 * SLOW)
+
+    def test_activemq_durable_keeps_what_is_published_while_away_on_any_node(self):
+        a, b = self.node("a"), self.node("b")
+        d = self.durable(b)
+        self.settle()
+        self.publish(a, ["m1", "m2"])
+        self.assertEqual(read_bodies(d, 2, 10), ["m1", "m2"])
+        d.close()
+        self.publish(a, ["away%d" % i for i in range(10)])
+        self.settle()
+        # back on the other node: what was kept, once each, in order but for
+        # what b pulled before it saw its subscriber go (given back, so
+        # redelivered, and after the rest)
+        d = self.durable(a)
+        frames = [d.expect("MESSAGE", 10) for _ in range(10)]
+        self.assertEqual(sorted(f.body.decode() for f in frames),
+                         ["away%d" % i for i in range(10)])
+        fresh = [f.body.decode() for f in frames if f.get("redelivered") is None]
+        self.assertEqual(fresh, sorted(fresh, key=lambda b: int(b[4:])))
+        d.expect_nothing(0.3)
+        # a plain subscriber and the durable one on one node: once each
+        plain = self.client(a)
+        subscribe(plain, "/topic/news", sid="plain")
+        self.publish(b, ["both"])
+        self.assertEqual(read_bodies(d, 1, 10), ["both"])
+        self.assertEqual(read_bodies(plain, 1, 10), ["both"])
+        d.expect_nothing(0.3)
+        plain.expect_nothing(0.1)
+
+    def test_ending_it_forgets_it_and_a_new_one_starts_from_now(self):
+        a, b = self.node("a"), self.node("b")
+        d = self.durable(a)
+        d.send_frame("UNSUBSCRIBE", [("id", "d"), ("receipt", "u")])  # plain: kept
+        d.expect("RECEIPT", 10)
+        self.publish(b, ["kept"])
+        self.settle()
+        d.send_frame("SUBSCRIBE", [("destination", "/topic/news"), ("id", "d"),
+                                   ("activemq.subscriptionName", "sub1")])
+        self.assertEqual(read_bodies(d, 1, 10), ["kept"])
+        d.send_frame("UNSUBSCRIBE", [("id", "d"), ("activemq.subscriptionName", "sub1"),
+                                     ("receipt", "end")])
+        d.expect("RECEIPT", 10)
+        self.settle()
+        self.publish(b, ["gone"])
+        self.settle()
+        d2 = self.durable(b)
+        d2.expect_nothing(0.5)
+        self.publish(a, ["new"])
+        self.assertEqual(read_bodies(d2, 1, 10), ["new"])
+        # nothing left behind in JetStream once acknowledged
+        wait_for(lambda: stream_messages(self.nats[0].port, "EFT_TOPICS") == 0, 10,
+                 "the topic stream to be empty")
+
+    def test_rabbitmq_dialect_and_second_live_subscriber_on_a_node(self):
+        a, b = self.node("a"), self.node("b")
+        h = [("destination", "/topic/news"), ("id", "rq"), ("durable", "true"),
+             ("auto-delete", "false"), ("ack", "client-individual")]
+        c = self.client(b)
+        c.send_frame("SUBSCRIBE", h + [("receipt", "s")])
+        c.expect("RECEIPT", 10)
+        second = self.client(b)
+        second.send_frame("SUBSCRIBE", h)
+        self.assertEqual(second.expect_error_and_close(10)["message"],
+                         "durable subscription in use")
+        c.close()
+        self.settle()
+        self.publish(a, ["r1", "r2"])
+        self.settle()
+        c = self.client(a)
+        c.send_frame("SUBSCRIBE", h)
+        f = c.expect("MESSAGE", 10)
+        self.assertEqual(f.body, b"r1")
+        c.close()  # r1 unacknowledged: given back
+        c = self.client(b)
+        c.send_frame("SUBSCRIBE", h)
+        got = [c.expect("MESSAGE", 10) for _ in range(2)]
+        self.assertEqual(sorted(g.body for g in got), [b"r1", b"r2"])
+        self.assertEqual([g.get("redelivered") for g in got if g.body == b"r1"], ["true"])
+
+
 class TopicTest(ClusterBase):
     def test_fanout_across_three_nodes_once_each(self):
         nodes = [self.node(n) for n in "abc"]

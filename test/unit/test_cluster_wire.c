@@ -206,6 +206,16 @@ test_ack_subjects(void **state)
 	assert_false(cluster_ack_delivered("_INBOX.abc.q.1", &d));
 	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5", &d));
 	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a", &d));
+	const char *c;
+	size_t n;
+	assert_true(cluster_ack_consumer("$JS.ACK.EFT_TOPICS.d_x=3Ay.3.10.9.17.5", &c, &n));
+	assert_int_equal(n, 7);
+	assert_memory_equal(c, "d_x=3Ay", 7);
+	assert_true(cluster_ack_consumer("$JS.ACK.dom.H.EFT_QUEUES.q_a.1.10.9.17.5.xyz", &c, &n));
+	assert_int_equal(n, 3);
+	assert_memory_equal(c, "q_a", 3);
+	assert_false(cluster_ack_consumer("$JS.ACK.S..1.2.3.4.5", &c, &n));
+	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
 }
 
 int
