@@ -32,7 +32,7 @@ from natsharness import NATS_SERVER, NATS_SKIP, NatsServer, nats_cluster, stream
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
                            "cluster: the client transport is covered over tcp")
-ACK_WAIT_MS = 1500
+ACK_WAIT_MS = 3000
 
 
 def node_config(nats, name, extra=""):
@@ -183,6 +183,27 @@ class QueueTest(ClusterBase):
         send(cb, "/queue/sync", "x", rid="sync")
         cb.expect("RECEIPT")
         wait_for(lambda: stream_messages(self.nats[0].port) == 1, 5, "the ack to land")
+
+    def test_a_clean_stop_gives_back_at_once(self):
+        a, b = self.node("a"), self.node("b")
+        cb = self.client(b)
+        subscribe(cb, "/queue/stop", ack="client-individual",
+                  headers=[("prefetch-count", "5")])
+        p = self.client(a)
+        for i in range(30):
+            send(p, "/queue/stop", "s%d" % i, rid="r" if i == 29 else None)
+        p.expect("RECEIPT")
+        held = read_bodies(cb, 5, 10)  # 5 unacknowledged; more may be buffered on b
+        self.assertEqual(len(held), 5)
+        t0 = time.time()
+        self.assertEqual(b.stop(), 0, b.read_log()[-2000:])
+        self.assertIn("stopped:", b.read_log())
+        ca = self.client(a)
+        subscribe(ca, "/queue/stop")
+        got = read_bodies(ca, 30, 10)
+        self.assertEqual(sorted(got), sorted("s%d" % i for i in range(30)))
+        self.assertLess(time.time() - t0, ACK_WAIT_MS / 1000.0,
+                        "given back by the ack wait, not by the stop")
 
     def test_kill9_of_a_node_holding_unacknowledged_messages(self):
         a, b = self.node("a"), self.node("b")
