@@ -72,34 +72,19 @@ cluster_unescape(char *token, size_t len)
 
 /* ---- message payloads ---- */
 
+/* n bytes of v, little-endian, and back */
 static void
-put_u32(char *p, uint32_t v)
+put_le(char *p, uint64_t v, int n)
 {
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < n; i++)
 		p[i] = (char)(v >> (8 * i));
-}
-
-static void
-put_u64(char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (char)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32(const char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | (unsigned char)p[i];
-	return v;
 }
 
 static uint64_t
-get_u64(const char *p)
+get_le(const char *p, int n)
 {
 	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
+	for (int i = n - 1; i >= 0; i--)
 		v = v << 8 | (unsigned char)p[i];
 	return v;
 }
@@ -123,10 +108,10 @@ cluster_msg_encode(const struct msg *m, char *out)
 	out[5] = (char)m->priority;
 	out[6] = (char)nblocks;
 	out[7] = 0;
-	put_u64(out + 8, m->expires_ms);
+	put_le(out + 8, m->expires_ms, 8);
 	char *p = out + CLUSTER_MSG_FIXED;
 	for (int v = 0; v < nblocks; v++, p += 4)
-		put_u32(p, m->block_len[v]);
+		put_le(p, m->block_len[v], 4);
 	for (int v = 0; v < nblocks; v++) {
 		memcpy(p, m->block[v], m->block_len[v]);
 		p += m->block_len[v];
@@ -164,7 +149,7 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	struct msg in;
 	memset(&in, 0, sizeof(in));
 	for (int v = 0; v < nblocks; v++) {
-		uint32_t bl = get_u32(data + CLUSTER_MSG_FIXED + 4 * v);
+		uint32_t bl = (uint32_t)get_le(data + CLUSTER_MSG_FIXED + 4 * v, 4);
 		if (bl == 0 || bl > len - at || data[at + bl - 1] != '\n')
 			return NULL;
 		in.block[v] = data + at;
@@ -180,7 +165,7 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	in.persistent = flags & 1;
 	in.dead = (flags & 2) != 0;
 	in.priority = (uint8_t)priority;
-	in.expires_ms = get_u64(data + 8);
+	in.expires_ms = get_le(data + 8, 8);
 	for (int v = 0; v < nblocks; v++)
 		if (!has_message_id(in.block[v], in.block_len[v]))
 			return NULL;
