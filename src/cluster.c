@@ -48,6 +48,8 @@
 #define AUTO_WINDOW 256          /* messages pulled ahead for an auto-ack subscriber */
 #define MAX_WINDOW 1024          /* ... for a whole queue */
 #define PUB_RETRY_MS 2000        /* no pub ack this long: publish again (deduplicated) */
+#define API_TIMEOUT_MS 5000      /* a JetStream API request unanswered this long is lost
+                                    (a NATS cluster electing a leader drops some): ask again */
 #define TICK_MS 100
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
@@ -94,6 +96,7 @@ enum api_kind { API_STREAM, API_TOPIC_STREAM, API_CONSUMER, API_DELETE };
 struct api {
 	struct api *next;
 	uint64_t id;
+	uint64_t sent_ms;
 	enum api_kind kind;
 	uint32_t qid;
 };
@@ -133,6 +136,7 @@ struct cluster {
 	int connections_seen;            /* ... as the loop last handled them */
 	int logged_attempts;
 	uint64_t attempt_delay_ms;
+	uint64_t progress_ms;            /* when +WPI was last sent for what is held here */
 };
 
 /* ---- the event-loop adapter (libnats calls these) ---- */
@@ -287,6 +291,7 @@ api_request(struct cluster *cl, enum api_kind kind, uint32_t qid, const char *su
 	if (a == NULL)
 		return -1;
 	a->id = ++cl->next_api;
+	a->sent_ms = now_ms(cl);
 	a->kind = kind;
 	a->qid = qid;
 	char reply[128];
@@ -874,6 +879,64 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Requests whose answer never came: a consumer is asked for again (the
+ * streams are asked for again while not ready anyway). */
+static void
+forget_lost_requests(struct cluster *cl, uint64_t now)
+{
+	for (struct api **pp = &cl->apis, *a; (a = *pp) != NULL; ) {
+		if (now - a->sent_ms < API_TIMEOUT_MS) {
+			pp = &a->next;
+			continue;
+		}
+		*pp = a->next;
+		struct cq *q = a->kind == API_CONSUMER ? cq_of(cl, a->qid) : NULL;
+		if (q != NULL) {
+			log_info("cluster: no answer from JetStream for consumer %s; asking again",
+			    q->consumer);
+			q->creating = false;
+		}
+		free(a);
+	}
+}
+
+/* "Still working on it": JetStream restarts the ack wait of m. */
+static void
+in_progress(struct cluster *cl, const struct msg *m)
+{
+	if (m->remote_ack != NULL)
+		natsConnection_Publish(cl->nc, m->remote_ack, "+WPI", 4);
+}
+
+static void
+progress_queued(const struct msg *m, bool redelivered, void *arg)
+{
+	(void)redelivered;
+	in_progress(arg, m);
+}
+
+static void
+progress_dest(const struct dest *d, void *arg)
+{
+	if (dest_kind(d) == DEST_QUEUE && dest_remote(d) != NULL)
+		dest_foreach_queued(d, progress_queued, arg);
+}
+
+/* Every third of the ack wait, what this node holds (buffered, or handed
+ * out and not yet acknowledged) is marked in progress, so that JetStream
+ * gives it to nobody else while its subscriber is alive: one subscriber
+ * cluster-wide at a time, however slow.  A node that dies stops doing it,
+ * and the ack wait then hands its messages to other nodes. */
+static void
+keep_held(struct cluster *cl)
+{
+	struct broker *b = cl->b;
+	dests_foreach(&b->dests, progress_dest, cl);
+	for (struct conn *c = b->conns; c != NULL; c = c->next)
+		for (struct delivery *dl = c->session.deliveries; dl != NULL; dl = dl->hh.next)
+			in_progress(cl, dl->msg);
+}
+
 static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -890,6 +953,11 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (cl->ndurable > 0 && !cl->topics_ready && now - cl->topics_asked_ms >= 1000)
 		create_stream(cl, true);
 	republish(cl);
+	forget_lost_requests(cl, now);
+	if (cl->queues != NULL && now - cl->progress_ms >= cl->b->cfg->cluster_ack_wait_ms / 3) {
+		cl->progress_ms = now;
+		keep_held(cl);
+	}
 	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
 		/* A pull whose answer never came (lost in a reconnect): forget it. */
 		if (q->pulling && now - q->pull_sent_ms > PULL_EXPIRES_MS + 2000) {

@@ -141,7 +141,7 @@ struct config {
 	char cluster_creds_file[PATH_MAX]; /* a NATS .creds file (JWT and NKey seed) instead */
 	char node_name[128];          /* this node's name in the cluster; "": host name and port */
 	unsigned cluster_replicas;    /* JetStream replicas of the queue stream */
-	unsigned cluster_ack_wait_ms; /* unacknowledged this long, a message goes to another node */
+	unsigned cluster_ack_wait_ms; /* JetStream ack wait: renewed by a live node (+WPI) */
 	char log_file[PATH_MAX];      /* log lines go here (reopened at SIGHUP); "": stderr */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */

@@ -205,6 +205,24 @@ class QueueTest(ClusterBase):
         self.assertLess(time.time() - t0, ACK_WAIT_MS / 1000.0,
                         "given back by the ack wait, not by the stop")
 
+    def test_a_slow_consumer_keeps_its_message_past_the_ack_wait(self):
+        a, b = self.node("a"), self.node("b")
+        cb = self.client(b)
+        subscribe(cb, "/queue/slow", ack="client-individual", headers=[("prefetch-count", "1")])
+        p = self.client(a)
+        send(p, "/queue/slow", "slow", rid="r")
+        p.expect("RECEIPT")
+        f = cb.expect("MESSAGE", 10)
+        ca = self.client(a)
+        subscribe(ca, "/queue/slow")
+        # more than twice the ack wait: still held by b alone (+WPI)
+        ca.expect_nothing(2.5 * ACK_WAIT_MS / 1000.0)
+        cb.send_frame("ACK", [("id", f["ack"])])
+        send(cb, "/queue/sync", "x", rid="sync")
+        cb.expect("RECEIPT", 10)
+        ca.expect_nothing(0.5)
+        wait_for(lambda: stream_messages(self.nats[0].port) == 1, 10, "the ACK to land")
+
     def test_kill9_of_a_node_holding_unacknowledged_messages(self):
         a, b = self.node("a"), self.node("b")
         cb = self.client(b)
