@@ -654,7 +654,11 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	if (reply == NULL)
 		return;
 	if (q == NULL) {
-		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
+		/* For a pull of a queue nobody here wants any more: back, but not
+		 * at once, or it would come straight back to that same pull, over
+		 * and over, until the pull expires. */
+		static const char later[] = "-NAK {\"delay\": 1000000000}";
+		natsConnection_Publish(cl->nc, reply, later, (int)sizeof(later) - 1);
 		return;
 	}
 	if (q->pull_left > 0 && --q->pull_left == 0)

@@ -404,7 +404,8 @@ class DurableTest(ClusterBase):
         self.assertEqual(second.expect_error_and_close(10)["message"],
                          "durable subscription in use")
         c.close()
-        self.settle()
+        # b's last pull expires (1 s): r1 and r2 wait in JetStream, in order
+        time.sleep(1.5 * SLOW)
         self.publish(a, ["r1", "r2"])
         self.settle()
         c = self.client(a)
