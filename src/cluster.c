@@ -1127,7 +1127,7 @@ cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const c
 {
 	if (!cl->connected || (kind == ADDR_QUEUE && !cl->stream_ready)) {
 		*err = "cluster unavailable";
-		return -1;
+		return CLUSTER_DOWN;
 	}
 	char subject[SUBJECT_MAX];
 	size_t plen;
@@ -1146,18 +1146,18 @@ cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const c
 	}
 	if (n == 0) {
 		*err = "destination name too long for the cluster";
-		return -1;
+		return CLUSTER_NAME;
 	}
 	size_t size = cluster_msg_size(m);
 	int64_t max = natsConnection_GetMaxPayload(cl->nc);
 	if (max > 0 && size + 128 > (uint64_t)max) {
 		*err = "message too large for the cluster";
-		return -1;
+		return CLUSTER_SIZE;
 	}
 	char *payload = malloc(size);
 	if (payload == NULL) {
 		*err = "out of memory";
-		return -1;
+		return CLUSTER_NOMEM;
 	}
 	cluster_msg_encode(m, payload);
 	int rc;
@@ -1166,8 +1166,10 @@ cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const c
 	else
 		rc = natsConnection_Publish(cl->nc, subject, payload, (int)size) == NATS_OK ? 0 : -1;
 	free(payload);
-	if (rc != 0)
+	if (rc != 0) {
 		*err = "cluster unavailable";
+		rc = CLUSTER_DOWN;
+	}
 	return rc;
 }
 

@@ -142,13 +142,11 @@ route_cluster(struct session *ss, const char *name, size_t len, enum address_kin
 {
 	struct broker *b = ss->broker;
 	const char *err = NULL;
-	if (cluster_send(b->cluster, ss->conn, kind, name, len, m, &err) != 0) {
+	int rc = cluster_send(b->cluster, ss->conn, kind, name, len, m, &err);
+	if (rc != 0) {
 		log_info("%s: SEND to %.*s refused: %s", session_peer(ss), (int)(len > 200 ? 200 : len),
 		    name, err);
-		return strcmp(err, "out of memory") == 0 ? -1 :
-		    strcmp(err, "cluster unavailable") == 0 ? ROUTE_CLUSTER_DOWN :
-		    strcmp(err, "message too large for the cluster") == 0 ? ROUTE_CLUSTER_SIZE :
-		    ROUTE_CLUSTER_NAME;
+		return rc; /* the ROUTE_CLUSTER_* codes are cluster.h's */
 	}
 	if (kind != ADDR_TOPIC) {
 		b->stats.msgs_in++;
@@ -156,7 +154,6 @@ route_cluster(struct session *ss, const char *name, size_t len, enum address_kin
 		return 0;
 	}
 	/* A topic's subscribers here get it from here: NATS does not echo it. */
-	int rc = 0;
 	struct dest *d = route_resolve(ss, name, len, kind, &rc);
 	if (rc != 0 || publish(ss, d, m) != 0) {
 		msg_unref(m);

@@ -39,9 +39,15 @@ bool cluster_busy(const struct cluster *cl);
 /* This node's name, and its token in subjects and temp-queue names. */
 const char *cluster_node(const struct cluster *cl);
 
+/* Why cluster_send did not send. */
+#define CLUSTER_NOMEM (-1)  /* out of memory */
+#define CLUSTER_DOWN (-2)   /* NATS is not connected (or JetStream not ready) */
+#define CLUSTER_NAME (-3)   /* the name is too long for a NATS subject */
+#define CLUSTER_SIZE (-4)   /* the message is over NATS's max_payload */
+
 /* A SEND to a queue, a topic or another node's temp-queue.  For a topic
  * the caller also delivers it here.  0: sent (m's reference is the
- * caller's still); -1: NATS is down or out of memory (err says which).
+ * caller's still); else a CLUSTER_* code, and *err says it in words.
  * c->cluster_last_pub is set for a queue SEND: its receipt waits for
  * JetStream's ack (cluster_holds). */
 int cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,

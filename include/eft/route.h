@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 
 struct session;
 
@@ -20,9 +21,9 @@ struct dest *route_resolve(struct session *ss, const char *name, size_t len,
  * reference is taken; -1: out of memory, the caller keeps it. */
 int route_publish(struct session *ss, struct dest *d, struct msg *m);
 /* Cluster mode: route_send's other answers. */
-#define ROUTE_CLUSTER_DOWN (-2)   /* NATS is not connected (or JetStream not ready) */
-#define ROUTE_CLUSTER_NAME (-3)   /* the name is too long for a NATS subject */
-#define ROUTE_CLUSTER_SIZE (-4)   /* the message is over NATS's max_payload */
+#define ROUTE_CLUSTER_DOWN CLUSTER_DOWN   /* NATS is not connected (or JetStream not ready) */
+#define ROUTE_CLUSTER_NAME CLUSTER_NAME   /* the name is too long for a NATS subject */
+#define ROUTE_CLUSTER_SIZE CLUSTER_SIZE   /* the message is over NATS's max_payload */
 /* Does a SEND to name go through the cluster (b->cluster set, and a queue,
  * a topic, or another node's temp-queue)? */
 bool route_clustered(const struct session *ss, const char *name, size_t len,
