@@ -654,11 +654,12 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	if (reply == NULL)
 		return;
 	if (q == NULL) {
-		/* For a pull of a queue nobody here wants any more: back, but not
-		 * at once, or it would come straight back to that same pull, over
-		 * and over, until the pull expires. */
-		static const char later[] = "-NAK {\"delay\": 1000000000}";
-		natsConnection_Publish(cl->nc, reply, later, (int)sizeof(later) - 1);
+		/* For a pull of a queue nobody here wants any more: back.  It may
+		 * come back to that same pull until the pull ends (at most its
+		 * batch, within PULL_EXPIRES_MS).  Not "-NAK {delay}": nats-server
+		 * 2.9 then loses count of the deliveries, and redelivered:true
+		 * with it (found by test_cluster under load). */
+		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
 		return;
 	}
 	if (q->pull_left > 0 && --q->pull_left == 0)
@@ -676,6 +677,7 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	uint64_t delivered = 1;
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
+	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
 	m->remote_ack = strdup(reply);
 	if (m->remote_ack == NULL) {
 		msg_unref(m);
