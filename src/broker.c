@@ -16,6 +16,7 @@
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/conn.h"
+#include "eft/hold.h"
 #include "eft/http.h"
 #include "eft/listener.h"
 #include "eft/lifetime.h"
@@ -70,34 +71,49 @@ broker_commit(struct broker *b)
 		return true;
 	if (store_commit(b->store, broker_now_ms(b), b->next_msg_id) == 0) {
 		b->commits++;
+		b->kept = store_gathered(b->store); /* all of it is written */
 		return true;
 	}
 	if (!b->disk_alarm) {
 		b->disk_alarm = true;
-		log_error("journal cannot be written (%s): output and producers wait, retrying",
-		    store_error(b->store));
+		log_error("journal cannot be written (%s): receipts wait, persistent messages are "
+		    "refused, retrying", store_error(b->store));
 	}
 	return false;
 }
 
-void
-broker_journal_wait(struct broker *b, struct conn *c)
+uint64_t
+broker_promised(const struct broker *b)
 {
-	c->journal_commit = b->commits + 1;
+	if (b->store != NULL)
+		return store_gathered(b->store);
+	if (b->cluster != NULL)
+		return cluster_promised(b->cluster);
+	return 0;
 }
 
-bool
-broker_journal_holds(const struct broker *b, const struct conn *c)
+enum backend_pressure
+broker_pressure(struct broker *b)
 {
-	return c->journal_commit > b->commits;
+	if (b->store != NULL) {
+		if (store_failing(b->store))
+			return BACKEND_FAILING;
+		return broker_disk_full(b) ? BACKEND_BUSY : BACKEND_OK;
+	}
+	if (b->cluster != NULL) {
+		if (!cluster_up(b->cluster))
+			return BACKEND_FAILING;
+		return cluster_busy(b->cluster) ? BACKEND_BUSY : BACKEND_OK;
+	}
+	return BACKEND_OK;
 }
 
 void
-broker_cluster_hold(struct broker *b, struct conn *c)
+broker_hold(struct broker *b, struct conn *c)
 {
-	if (c->cluster_held)
+	if (c->held)
 		return;
-	c->cluster_held = true;
+	c->held = true;
 	c->held_prev = NULL;
 	c->held_next = b->held;
 	if (b->held)
@@ -106,9 +122,9 @@ broker_cluster_hold(struct broker *b, struct conn *c)
 }
 
 void
-broker_cluster_unhold(struct broker *b, struct conn *c)
+broker_unhold(struct broker *b, struct conn *c)
 {
-	if (!c->cluster_held)
+	if (!c->held)
 		return;
 	if (c->held_prev)
 		c->held_prev->held_next = c->held_next;
@@ -117,65 +133,35 @@ broker_cluster_unhold(struct broker *b, struct conn *c)
 	if (c->held_next)
 		c->held_next->held_prev = c->held_prev;
 	c->held_prev = c->held_next = NULL;
-	c->cluster_held = false;
+	c->held = false;
 }
 
 void
-broker_cluster_acked(struct broker *b)
+broker_kept_moved(struct broker *b)
 {
-	for (struct conn *c = b->held, *next; c != NULL; c = next) {
-		next = c->held_next;
-		if (c->cluster_wait > b->cluster_acked)
-			continue;
-		broker_cluster_unhold(b, c);
-		broker_want_flush(b, c);
-	}
-	if (b->paused != NULL && !cluster_busy(b->cluster))
-		broker_check_paused(b);
+	event_active(b->flush_ev, EV_WRITE, 0);
 }
 
-/* The journal cannot be written: write the output of the connections that
- * do not wait for it, and keep the others listed, without waking the loop
- * for them (the journal timer tries again).  The held ones are taken off
- * the list first, still marked in_flush so that new output does not list
- * them again. */
+/* The backend kept more since the last look: the connections whose first
+ * hold it reached write this turn (conn_flush releases their holds). */
 static void
-flush_not_held(struct broker *b)
+release_held(struct broker *b)
 {
-	struct conn *held = NULL;
-	for (struct conn *c = b->flush_head, *next; c != NULL; c = next) {
-		next = c->flush_next;
-		if (!broker_journal_holds(b, c))
-			continue;
-		broker_flush_remove(b, c);
-		c->in_flush = true;
-		c->flush_next = held;
-		held = c;
-	}
-	while (b->flush_head != NULL) {
-		struct conn *c = b->flush_head;
-		broker_flush_remove(b, c);
-		conn_flush(c);
-	}
-	while (held != NULL) {
-		struct conn *c = held;
-		held = c->flush_next;
-		c->flush_prev = NULL;
-		c->flush_next = b->flush_head;
-		if (b->flush_head)
-			b->flush_head->flush_prev = c;
-		b->flush_head = c;
-	}
+	b->kept_released = b->kept;
+	for (struct conn *c = b->held; c != NULL; c = c->held_next)
+		if (hold_first_seq(&c->holds) <= b->kept)
+			broker_want_flush(b, c);
 }
 
 void
 broker_flush(struct broker *b)
 {
-	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs. */
-	if (!broker_commit(b)) {
-		flush_not_held(b);
-		return;
-	}
+	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs
+	 * that wait for it.  If it fails, they go on waiting (held), and the
+	 * rest of every connection's output is written all the same. */
+	broker_commit(b);
+	if (b->held != NULL && b->kept != b->kept_released)
+		release_held(b);
 	while (b->flush_head != NULL) {
 		struct conn *c = b->flush_head;
 		broker_flush_remove(b, c);
@@ -225,8 +211,14 @@ broker_disk_full(struct broker *b)
 {
 	if (b->store == NULL)
 		return false;
-	if (b->disk_alarm)
-		return true;
+	if (b->disk_alarm) {
+		if (store_failing(b->store) || !below(store_disk_bytes(b->store), b->max_disk))
+			return true;
+		b->disk_alarm = false;
+		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
+		    "resume", (unsigned long long)(store_disk_bytes(b->store) >> 20));
+		return false;
+	}
 	if (b->max_disk == 0 || store_disk_bytes(b->store) < b->max_disk)
 		return false;
 	b->disk_alarm = true;
@@ -237,17 +229,23 @@ broker_disk_full(struct broker *b)
 }
 
 static bool
-may_resume(const struct broker *b, const struct conn *c)
+may_resume(struct broker *b, const struct conn *c)
 {
-	if (b->memory_alarm || b->disk_alarm || (b->cluster != NULL && cluster_busy(b->cluster)))
+	/* A failing backend does not keep producers waiting: their SENDs that
+	 * need it are refused with an ERROR, the others go on. */
+	enum backend_pressure p = broker_pressure(b);
+	if (b->memory_alarm || p == BACKEND_BUSY)
+		return false;
+	if (p == BACKEND_OK && conn_held_full(c))
 		return false;
 	const struct dest *d = c->paused_on;
 	/* If any destination was freed since, paused_on may be gone: resume, and
 	 * the next SEND to a still-full queue pauses again. */
 	if (d == NULL || c->paused_gen != b->dests.freed)
 		return true;
-	const struct dest_policy *p = dest_policy(d);
-	return below(dest_depth(d), p->max_queue_messages) && below(dest_bytes(d), p->max_queue_bytes);
+	const struct dest_policy *pol = dest_policy(d);
+	return below(dest_depth(d), pol->max_queue_messages) &&
+	    below(dest_bytes(d), pol->max_queue_bytes);
 }
 
 size_t
@@ -267,12 +265,7 @@ broker_check_paused(struct broker *b)
 		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
 		    b->msg_pool.live_bytes >> 20);
 	}
-	if (b->disk_alarm && !store_failing(b->store) &&
-	    below(store_disk_bytes(b->store), b->max_disk)) {
-		b->disk_alarm = false;
-		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
-		    "resume", (unsigned long long)(store_disk_bytes(b->store) >> 20));
-	}
+	broker_disk_full(b); /* ends the disk alarm when it is over */
 	/* Take the list: resuming runs buffered frames, which may pause again. */
 	struct conn *list = b->paused;
 	b->paused = NULL;
@@ -332,11 +325,7 @@ store_tick_cb(evutil_socket_t fd, short what, void *arg)
 			broker_commit(b); /* logs the alarm */
 		return;
 	}
-	if (!broker_commit(b))
-		return;
-	for (struct conn *c = b->conns; c != NULL; c = c->next)
-		broker_want_flush(b, c);
-	broker_flush(b); /* and resumes the producers */
+	broker_flush(b); /* writes, releases what waited, resumes the producers */
 }
 
 /* Like the memory default: 80% of what the disk has free, on top of what

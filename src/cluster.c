@@ -444,19 +444,19 @@ static void
 pubs_advance(struct cluster *cl)
 {
 	struct broker *b = cl->b;
-	uint64_t before = b->cluster_acked;
+	uint64_t before = b->kept;
 	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
 		struct pub *p = pub_at(cl, 0);
 		if (p->msg != NULL)
 			natsMsg_Destroy(p->msg);
-		b->cluster_acked = p->seq;
+		b->kept = p->seq;
 		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
 		cl->npubs--;
 	}
 	if (cl->npubs == 0)
-		b->cluster_acked = cl->next_pub - 1;
-	if (b->cluster_acked != before)
-		broker_cluster_acked(b);
+		b->kept = cl->next_pub - 1;
+	if (b->kept != before)
+		broker_kept_moved(b);
 }
 
 static void
@@ -531,6 +531,7 @@ static int
 send_queue(struct cluster *cl, struct conn *c, const char *subject, const char *payload,
     size_t len)
 {
+	(void)c; /* the core notes what a frame published (cluster_promised) */
 	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
 		return -1;
 	uint64_t seq = cl->next_pub;
@@ -555,8 +556,6 @@ send_queue(struct cluster *cl, struct conn *c, const char *subject, const char *
 	cl->next_pub++;
 	if (cl->stream_ready && natsConnection_PublishMsg(cl->nc, nm) == NATS_OK)
 		p->sent_ms = now_ms(cl);
-	if (c != NULL)
-		c->cluster_last_pub = seq;
 	return 0;
 }
 
@@ -1070,8 +1069,8 @@ pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
 			create_stream(cl, true);
 		/* What is published before JetStream has the consumer is not kept
 		 * for it: the SUBSCRIBE's RECEIPT waits for it. */
-		if (durable && (q->ready_seq = hold_seq(cl)) != 0)
-			s->session->conn->cluster_last_pub = q->ready_seq;
+		if (durable)
+			q->ready_seq = hold_seq(cl);
 		if (stream_ready(cl, q))
 			create_consumer(cl, q);
 	}
@@ -1208,6 +1207,12 @@ cluster_busy(const struct cluster *cl)
 	return cl->npubs >= MAX_PUBS;
 }
 
+uint64_t
+cluster_promised(const struct cluster *cl)
+{
+	return cl->next_pub - 1;
+}
+
 bool
 cluster_up(const struct cluster *cl)
 {
@@ -1258,7 +1263,7 @@ cluster_start(struct broker *b, char *err, size_t errlen)
 	cl->b = b;
 	cl->base = b->base;
 	cl->next_pub = 1;
-	b->cluster_acked = 0;
+	b->kept = 0;
 	if (cfg->node_name[0]) {
 		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
 	} else {

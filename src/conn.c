@@ -145,7 +145,7 @@ conn_free(struct conn *c)
 	struct broker *b = c->broker;
 	if (c->paused)
 		paused_unlink(c);
-	broker_cluster_unhold(b, c);
+	broker_unhold(b, c);
 	if (!conn_is_closing(c))
 		conn_detach(c);
 	broker_flush_remove(b, c);
@@ -166,6 +166,7 @@ conn_free(struct conn *c)
 	if (!c->refused)
 		log_info("%s: connection closed", c->peer);
 	outbuf_free(&c->out);
+	hold_free(&c->holds);
 	parser_free(&c->parser);
 	free(c);
 	if (b->stopping && b->conns == NULL)
@@ -317,14 +318,80 @@ conn_unblock(struct conn *c)
 	}
 }
 
+void
+conn_hold(struct conn *c, uint64_t at, uint64_t end)
+{
+	hold_add(&c->holds, at, end, c->promised);
+	broker_hold(c->broker, c);
+}
+
+bool
+conn_held_full(const struct conn *c)
+{
+	return c->holds.n > 0 && outbuf_length(&c->out) >= c->broker->cfg->output_high_water;
+}
+
+void
+conn_cut_held(struct conn *c)
+{
+	hold_release(&c->holds, c->broker->kept);
+	if (c->holds.n == 0)
+		return;
+	if (outbuf_settle(&c->out) != 0 || hold_cut(&c->holds, c->out.buf, c->out.drained) != 0) {
+		/* Nothing it holds can be trusted now: drop it all. */
+		log_error("%s: out of memory cutting held receipts: its output is dropped", c->peer);
+		evbuffer_drain(c->out.buf, evbuffer_get_length(c->out.buf));
+		hold_release(&c->holds, UINT64_MAX);
+	}
+	broker_unhold(c->broker, c);
+}
+
+/* Write what may be written of buf: everything, or with holds, what comes
+ * before the first one not yet kept (moved aside to scratch and written
+ * from there, the rest put back).  Returns what transport_write did. */
+static ssize_t
+conn_write(struct conn *c)
+{
+	struct evbuffer *buf = c->out.buf;
+	size_t len = evbuffer_get_length(buf);
+	ssize_t n;
+	if (__builtin_expect(c->holds.n == 0, 1)) {
+		n = transport_write(c->transport, buf);
+	} else {
+		size_t ready = (size_t)(hold_limit(&c->holds) - c->out.drained);
+		if (ready >= len) {
+			n = transport_write(c->transport, buf);
+		} else {
+			struct evbuffer *part = c->out.scratch;
+			if (evbuffer_remove_buffer(buf, part, ready) != (int)ready) {
+				evbuffer_prepend_buffer(buf, part);
+				return TRANSPORT_AGAIN; /* out of memory: try again later */
+			}
+			n = transport_write(c->transport, part);
+			evbuffer_prepend_buffer(buf, part);
+		}
+	}
+	c->out.drained += len - evbuffer_get_length(buf);
+	return n;
+}
+
+/* Bytes of output that may be written now (and, in *all, all of it). */
+static size_t
+conn_ready(const struct conn *c, size_t *all)
+{
+	size_t len = evbuffer_get_length(c->out.buf);
+	*all = len + transport_pending(c->transport);
+	if (c->holds.n > 0) {
+		size_t ready = (size_t)(hold_limit(&c->holds) - c->out.drained);
+		if (ready < len)
+			len = ready;
+	}
+	return len + transport_pending(c->transport);
+}
+
 int
 conn_flush(struct conn *c)
 {
-	/* Cluster mode: a RECEIPT for a SEND waits for JetStream's ack. */
-	if (c->cluster_wait > c->broker->cluster_acked) {
-		broker_cluster_hold(c->broker, c);
-		return 0;
-	}
 	if (c->overflow) {
 		log_warn("%s: slow consumer: %zu bytes unread (max-output %zu), closing", c->peer,
 		    outbuf_length(&c->out), c->broker->cfg->max_output);
@@ -338,9 +405,12 @@ conn_flush(struct conn *c)
 	}
 	if (c->state == CONN_LINGER)
 		return 0; /* shut: nothing more is written */
-	size_t left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
-	if (left > 0) {
-		ssize_t n = transport_write(c->transport, c->out.buf);
+	/* RECEIPTs whose promises the backend has kept may go now. */
+	if (c->holds.n > 0 && hold_release(&c->holds, c->broker->kept) && c->holds.n == 0)
+		broker_unhold(c->broker, c);
+	size_t all, ready = conn_ready(c, &all);
+	if (ready > 0) {
+		ssize_t n = conn_write(c);
 		if (n == TRANSPORT_ERROR) {
 			log_info("%s: write failed: %s", c->peer, transport_error(c->transport));
 			conn_free(c);
@@ -348,14 +418,14 @@ conn_flush(struct conn *c)
 		}
 		if (n > 0)
 			c->last_write_ms = conn_now_ms(c);
-		left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
+		ready = conn_ready(c, &all);
 	}
-	conn_want_write(c, left > 0);
-	if (left == 0 && c->state == CONN_CLOSING) {
+	conn_want_write(c, ready > 0);
+	if (all == 0 && c->state == CONN_CLOSING) {
 		conn_linger(c);
 		return 0;
 	}
-	if (c->out_blocked && left < c->broker->cfg->output_high_water / 2)
+	if (c->out_blocked && all < c->broker->cfg->output_high_water / 2)
 		conn_unblock(c);
 	return 0;
 }
@@ -457,12 +527,7 @@ conn_writable(void *arg)
 {
 	struct conn *c = arg;
 	broker_flush_remove(c->broker, c);
-	/* What it writes may be RECEIPTs for records not yet in the journal. */
-	if (!broker_commit(c->broker) && broker_journal_holds(c->broker, c)) {
-		conn_want_write(c, false);
-		return;
-	}
-	conn_flush(c);
+	conn_flush(c); /* RECEIPTs the backend has not kept stay held */
 }
 
 /* The earliest moment something time-driven is due, or UINT64_MAX:

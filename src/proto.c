@@ -18,6 +18,7 @@
 #include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/durable.h"
+#include "eft/hold.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/proto.h"
@@ -176,6 +177,26 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
 		    frame_cmd_name(f->cmd), (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
 	}
 	return t;
+}
+
+/* The RECEIPT a frame asked for, if it did.  With a backend on, where it
+ * went is noted: it may have to wait for the backend (proto_handle).  -1
+ * if out of memory. */
+static int
+send_receipt(struct conn *c, const struct frame *f)
+{
+	const struct header *r = frame_get(f, HDR_RECEIPT);
+	if (r == NULL)
+		return 0;
+	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
+	if (__builtin_expect(!c->receipt_tracked, 1))
+		return wire_receipt(&c->out, c->session.version, r->value, r->value_len);
+	uint64_t at = conn_out_pos(c);
+	if (wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
+		return -1;
+	c->receipt_at = at;
+	c->receipt_end = conn_out_pos(c);
+	return 0;
 }
 
 /* ---- CONNECT / STOMP ---- */
@@ -340,6 +361,7 @@ handle_connect(struct conn *c, struct frame *f)
 static enum result
 fail_unstored(struct conn *c, const struct frame *f)
 {
+	conn_cut_held(c); /* what they promised was not written either */
 	return fail(c, f, "cannot store persistent message", "The journal cannot be written (%s): "
 	    "this %s was not applied and nothing of it was stored; try again later.",
 	    store_error(c->broker->store), frame_cmd_name(f->cmd));
@@ -356,6 +378,7 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 		return fail(c, f, "message too large for the cluster", "A clustered message must "
 		    "fit NATS's max_payload (1 MB unless nats-server is set otherwise); this one "
 		    "does not.");
+	conn_cut_held(c); /* what they promised may never be kept */
 	return fail(c, f, "cluster unavailable", "This eftd node cannot reach NATS (%s) just now: "
 	    "this %s was not applied; try again, or another node.", c->broker->cfg->cluster,
 	    frame_cmd_name(f->cmd));
@@ -470,11 +493,12 @@ handle_send(struct conn *c, struct frame *f)
 		msg_unref(m); /* a failed call leaves the reference with us */
 		return rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 	}
-	/* Flow control: a producer that filled a queue, memory or disk, waits
-	 * (in a cluster, also while too many SENDs wait for JetStream). */
-	if (broker_memory_full(c->broker) ||
-	    (c->broker->store != NULL && broker_disk_full(c->broker)) ||
-	    (c->broker->cluster != NULL && cluster_busy(c->broker->cluster)))
+	/* Flow control: a producer that filled a queue or memory waits, and so
+	 * does one while the backend is busy (over max-disk, too many SENDs
+	 * waiting for JetStream) or its RECEIPTs held for it pile up. */
+	if (broker_memory_full(c->broker) || (__builtin_expect(c->broker->store != NULL ||
+	    c->broker->cluster != NULL, 0) && (broker_pressure(c->broker) == BACKEND_BUSY ||
+	    conn_held_full(c))))
 		conn_pause(c, NULL);
 	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
@@ -616,9 +640,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	}
 	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
-	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
-	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
+	if (send_receipt(c, f) != 0)
 		return fail_oom(c, f);
 	if (dest_kind(d) == DEST_QUEUE)
 		dest_dispatch(d);
@@ -801,9 +823,7 @@ handle_abort(struct conn *c, struct frame *f)
 static enum result
 handle_disconnect(struct conn *c, struct frame *f)
 {
-	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
-	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
+	if (send_receipt(c, f) != 0)
 		log_error("%s: out of memory writing RECEIPT", c->peer);
 	log_debug("%s: DISCONNECT", c->peer);
 	conn_close_after_flush(c);
@@ -853,33 +873,37 @@ static const handler_fn handlers[CMD_COUNT] = {
 
 static inline void handle(struct conn *c, struct frame *f);
 
-/* Cluster mode: a frame's RECEIPT (and what follows it) waits until
- * JetStream has acked the connection's queue SENDs so far. */
+/* With a backend (the journal or JetStream): a frame that asked something
+ * of it makes the connection's promise number move, and a RECEIPT written
+ * while that is not yet kept is held until it is (hold.h), whichever frame
+ * it answers: a RECEIPT says that everything before it was done. */
 static __attribute__((noinline)) void
-handle_clustered(struct conn *c, struct frame *f)
+handle_kept(struct conn *c, struct frame *f)
 {
+	struct broker *b = c->broker;
+	if (hold_reserve(&c->holds) != 0) {
+		fail_oom(c, f);
+		return;
+	}
+	uint64_t before = broker_promised(b);
+	c->receipt_tracked = true;
+	c->receipt_at = c->receipt_end = 0;
 	handle(c, f);
-	if (c->cluster_last_pub > c->broker->cluster_acked && frame_get(f, HDR_RECEIPT) != NULL)
-		c->cluster_wait = c->cluster_last_pub;
+	c->receipt_tracked = false;
+	uint64_t after = broker_promised(b);
+	if (after != before)
+		c->promised = after;
+	if (c->receipt_end != 0 && c->promised > b->kept)
+		conn_hold(c, c->receipt_at, c->receipt_end);
 }
 
 void
 proto_handle(struct conn *c, struct frame *f)
 {
-	struct store *st = c->broker->store;
-	if (st == NULL) {
-		if (__builtin_expect(c->broker->cluster != NULL, 0))
-			handle_clustered(c, f);
-		else
-			handle(c, f);
-		return;
-	}
-	/* What the frame wrote to the journal must be on disk before its
-	 * RECEIPT (and anything after it) leaves. */
-	uint64_t before = store_gathered(st);
-	handle(c, f);
-	if (store_gathered(st) != before)
-		broker_journal_wait(c->broker, c);
+	if (__builtin_expect(c->broker->store == NULL && c->broker->cluster == NULL, 1))
+		handle(c, f);
+	else
+		handle_kept(c, f);
 }
 
 static inline __attribute__((always_inline)) void
@@ -896,10 +920,6 @@ handle(struct conn *c, struct frame *f)
 		    frame_cmd_name(f->cmd));
 		return;
 	}
-	if (handlers[f->cmd](c, f) != RESULT_OK)
-		return;
-	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r != NULL && (c->broker->stats.frames_out[STAT_OUT_RECEIPT]++,
-	    wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0))
+	if (handlers[f->cmd](c, f) == RESULT_OK && send_receipt(c, f) != 0)
 		fail_oom(c, f);
 }

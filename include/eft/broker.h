@@ -100,8 +100,12 @@ struct broker {
 	size_t durables;                     /* durable subscriptions (durable.c) */
 	uint64_t commits;                    /* journal commits that succeeded */
 	struct cluster *cluster;             /* cluster mode (cluster.c), or NULL */
-	uint64_t cluster_acked;              /* queue SENDs JetStream acked, all up to this one */
-	struct conn *held;                   /* output waiting for those acks, by held_next */
+	/* What the backend (the journal or JetStream) has kept: everything up
+	 * to this number of its own (broker_promised).  Output that waits for
+	 * it is held (hold.h) on the connections listed in held. */
+	uint64_t kept;
+	uint64_t kept_released;              /* kept when the held list was last looked at */
+	struct conn *held;                   /* connections with held output, by held_next */
 };
 
 /* NULL if out of memory. */
@@ -123,20 +127,24 @@ void broker_close_all(struct broker *b);
  * -1 with a one-line reason in err. */
 int broker_open_store(struct broker *b, char *err, size_t errlen);
 /* Write what the journal gathered this turn (before any output that
- * depends on it).  False if it could not be written: the output of the
- * connections whose frames gathered records waits (broker_journal_wait). */
+ * depends on it).  False if it could not be written: the output held for
+ * it waits, and the journal timer tries again. */
 bool broker_commit(struct broker *b);
-/* c's last frame gathered journal records: its output waits for them. */
-void broker_journal_wait(struct broker *b, struct conn *c);
-/* Does c's output wait for records not yet written? */
-bool broker_journal_holds(const struct broker *b, const struct conn *c);
 
-/* c's output waits for JetStream's acks up to c->cluster_wait. */
-void broker_cluster_hold(struct broker *b, struct conn *c);
-/* cluster_acked moved on: write the output that waited for it. */
-void broker_cluster_acked(struct broker *b);
-/* c is going: off the held list. */
-void broker_cluster_unhold(struct broker *b, struct conn *c);
+/* The backend's promises.  broker_promised is the backend's number for
+ * everything asked of it so far (journal bytes gathered, JetStream SENDs
+ * published); once b->kept reaches it, all of that is kept.  Without a
+ * backend both are 0. */
+uint64_t broker_promised(const struct broker *b);
+/* The backend kept more (b->kept moved): release held output this turn. */
+void broker_kept_moved(struct broker *b);
+/* How the backend copes: producers wait while it is busy, and what needs
+ * it is refused (an ERROR) while it is failing. */
+enum backend_pressure { BACKEND_OK, BACKEND_BUSY, BACKEND_FAILING };
+enum backend_pressure broker_pressure(struct broker *b);
+/* c has held output (hold.h), or no longer. */
+void broker_hold(struct broker *b, struct conn *c);
+void broker_unhold(struct broker *b, struct conn *c);
 
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);

@@ -36,6 +36,9 @@ void cluster_stop(struct cluster *cl);
 bool cluster_up(const struct cluster *cl);
 /* So many queue SENDs wait for JetStream's ack that producers should wait. */
 bool cluster_busy(const struct cluster *cl);
+/* The number of the last queue SEND (or durable subscription) that waits
+ * for JetStream; b->kept follows the ones acknowledged, all up to it. */
+uint64_t cluster_promised(const struct cluster *cl);
 /* This node's name, and its token in subjects and temp-queue names. */
 const char *cluster_node(const struct cluster *cl);
 
@@ -48,8 +51,7 @@ const char *cluster_node(const struct cluster *cl);
 /* A SEND to a queue, a topic or another node's temp-queue.  For a topic
  * the caller also delivers it here.  0: sent (m's reference is the
  * caller's still); else a CLUSTER_* code, and *err says it in words.
- * c->cluster_last_pub is set for a queue SEND: its receipt waits for
- * JetStream's ack (cluster_holds). */
+ * A queue SEND moves cluster_promised: a receipt waits for JetStream's ack. */
 int cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err);
 /* Is /reply-queue/name another node's temp-queue? */

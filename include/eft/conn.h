@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "eft/broker.h"
+#include "eft/hold.h"
 #include "eft/outbuf.h"
 #include "eft/parser.h"
 #include "eft/session.h"
@@ -39,10 +40,13 @@ struct conn {
 	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;
-	uint64_t journal_commit;       /* its output waits for the broker's commit number this */
-	uint64_t cluster_last_pub;     /* cluster: its last queue SEND's number (cluster.c) */
-	uint64_t cluster_wait;         /* its output waits until JetStream acked SENDs to this */
-	bool cluster_held;             /* ... and it is on the broker's held list */
+	/* The backend's promises (hold.h): */
+	struct holds holds;            /* RECEIPTs waiting for the backend to keep ... */
+	uint64_t promised;             /* ... this: broker_promised after its last frame that
+	                                  asked something of the backend */
+	bool held;                     /* it has holds: on broker->held */
+	bool receipt_tracked;          /* a frame is being handled with a backend on: ... */
+	uint64_t receipt_at, receipt_end; /* ... where its RECEIPT went (0, 0: none) */
 	struct conn *held_prev, *held_next;
 	struct conn *prev, *next;      /* broker->conns */
 	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
@@ -96,6 +100,21 @@ void conn_pause(struct conn *c, struct dest *full);
 void conn_resume(struct conn *c);
 /* Output was added: update out_blocked and ask for a flush. */
 void conn_output_added(struct conn *c);
+/* Where the next byte of output goes, in the stream of all c has queued. */
+static inline uint64_t
+conn_out_pos(const struct conn *c)
+{
+	return c->out.drained + outbuf_length(&c->out);
+}
+/* The RECEIPT at [at, end) in c's output waits until the backend has kept
+ * c->promised (hold_reserve'd beforehand). */
+void conn_hold(struct conn *c, uint64_t at, uint64_t end);
+/* The backend refuses c's work: the RECEIPTs still held are cut from its
+ * output (what they promised was not kept), so that an ERROR written next
+ * follows the RECEIPTs for what was. */
+void conn_cut_held(struct conn *c);
+/* Held output has piled up: a producer waits until it is released. */
+bool conn_held_full(const struct conn *c);
 /* Closing or lingering: no more frames are handled. */
 static inline bool
 conn_is_closing(const struct conn *c)

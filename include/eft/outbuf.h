@@ -16,6 +16,7 @@ struct outbuf {
 	struct evbuffer_iovec res; /* the open reservation */
 	size_t used;               /* bytes written into it so far */
 	bool open;
+	uint64_t drained;          /* bytes taken out of buf by writes, ever */
 };
 
 int outbuf_init(struct outbuf *o);
