@@ -13,13 +13,11 @@
 #include "eft/admin.h"
 #include "eft/auth.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/durable.h"
 #include "eft/log.h"
 #include "eft/metrics.h"
 #include "eft/proto.h"
-#include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/version.h"
 
@@ -254,8 +252,9 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
 	table_u64(t, "producers_paused", broker_paused_count(b));
-	if (b->store != NULL)
-		table_u64(t, "journal_bytes", store_disk_bytes(b->store));
+	struct backend_stats bs;
+	if (broker_backend_stats(b, &bs))
+		table_u64(t, "journal_bytes", bs.disk_bytes);
 	else
 		table_cstr(t, "journal_bytes", NULL);
 	const struct config *cfg = b->cfg;
@@ -468,10 +467,8 @@ static void
 purge_one(struct msg *m, void *arg)
 {
 	struct purge_count *pc = arg;
-	if (m->seg != 0)
-		store_consumed(pc->b->store, m);
-	if (m->remote_ack != NULL)
-		cluster_terminated(pc->b->cluster, m);
+	if (m->kept != NULL)
+		backend_gone(pc->b->backend, m, FATE_PURGED);
 	pc->n++;
 }
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/statvfs.h>
 #include <sys/time.h>
 
 #include <event2/event.h>
@@ -67,45 +66,66 @@ broker_now_ms(const struct broker *b)
 bool
 broker_commit(struct broker *b)
 {
-	if (b->store == NULL)
+	const struct backend *be = b->backend;
+	if (be == NULL || be->ops->flush == NULL)
 		return true;
-	if (store_commit(b->store, broker_now_ms(b), b->next_msg_id) == 0) {
-		b->commits++;
-		b->kept = store_gathered(b->store); /* all of it is written */
-		return true;
-	}
-	if (!b->disk_alarm) {
-		b->disk_alarm = true;
-		log_error("journal cannot be written (%s): receipts wait, persistent messages are "
-		    "refused, retrying", store_error(b->store));
-	}
-	return false;
+	return be->ops->flush(be->impl, broker_now_ms(b), b->next_msg_id) == 0;
 }
 
 uint64_t
 broker_promised(const struct broker *b)
 {
-	if (b->store != NULL)
-		return store_gathered(b->store);
-	if (b->cluster != NULL)
-		return cluster_promised(b->cluster);
-	return 0;
+	return b->backend != NULL ? backend_promised(b->backend) : 0;
 }
 
 enum backend_pressure
 broker_pressure(struct broker *b)
 {
-	if (b->store != NULL) {
-		if (store_failing(b->store))
-			return BACKEND_FAILING;
-		return broker_disk_full(b) ? BACKEND_BUSY : BACKEND_OK;
-	}
-	if (b->cluster != NULL) {
-		if (!cluster_up(b->cluster))
-			return BACKEND_FAILING;
-		return cluster_busy(b->cluster) ? BACKEND_BUSY : BACKEND_OK;
-	}
-	return BACKEND_OK;
+	return b->backend != NULL ? backend_pressure(b->backend) : BACKEND_OK;
+}
+
+bool
+broker_backend_stats(const struct broker *b, struct backend_stats *out)
+{
+	*out = (struct backend_stats){ 0 };
+	if (b->backend == NULL || b->backend->ops->stats == NULL)
+		return false;
+	b->backend->ops->stats(b->backend->impl, out);
+	return true;
+}
+
+/* ---- what the backend tells the core ---- */
+
+static void
+backend_kept(void *arg, uint64_t kept)
+{
+	struct broker *b = arg;
+	b->kept = kept;
+	if (!b->flushing)
+		event_active(b->flush_ev, EV_WRITE, 0); /* release what waited for it */
+}
+
+static void
+backend_wakeup(void *arg)
+{
+	struct broker *b = arg;
+	event_active(b->flush_ev, EV_WRITE, 0);
+}
+
+static uint64_t
+backend_now_ms(void *arg)
+{
+	return broker_now_ms(arg);
+}
+
+void
+broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl)
+{
+	b->be = (struct backend){ .ops = ops, .impl = impl };
+	b->backend = &b->be;
+	b->dests.backend = &b->be;
+	b->kept = 0;
+	b->kept_released = 0;
 }
 
 void
@@ -136,12 +156,6 @@ broker_unhold(struct broker *b, struct conn *c)
 	c->held = false;
 }
 
-void
-broker_kept_moved(struct broker *b)
-{
-	event_active(b->flush_ev, EV_WRITE, 0);
-}
-
 /* The backend kept more since the last look: the connections whose first
  * hold it reached write this turn (conn_flush releases their holds). */
 static void
@@ -159,7 +173,9 @@ broker_flush(struct broker *b)
 	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs
 	 * that wait for it.  If it fails, they go on waiting (held), and the
 	 * rest of every connection's output is written all the same. */
+	b->flushing = true;
 	broker_commit(b);
+	b->flushing = false;
 	if (b->held != NULL && b->kept != b->kept_released)
 		release_held(b);
 	while (b->flush_head != NULL) {
@@ -206,28 +222,6 @@ below(size_t value, size_t limit)
 	return limit == 0 || value < limit - limit / 10;
 }
 
-bool
-broker_disk_full(struct broker *b)
-{
-	if (b->store == NULL)
-		return false;
-	if (b->disk_alarm) {
-		if (store_failing(b->store) || !below(store_disk_bytes(b->store), b->max_disk))
-			return true;
-		b->disk_alarm = false;
-		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
-		    "resume", (unsigned long long)(store_disk_bytes(b->store) >> 20));
-		return false;
-	}
-	if (b->max_disk == 0 || store_disk_bytes(b->store) < b->max_disk)
-		return false;
-	b->disk_alarm = true;
-	log_warn("disk limit reached: the journal holds %llu MB (max-disk %llu MB); producers wait "
-	    "until consumers drain it", (unsigned long long)(store_disk_bytes(b->store) >> 20),
-	    (unsigned long long)(b->max_disk >> 20));
-	return true;
-}
-
 static bool
 may_resume(struct broker *b, const struct conn *c)
 {
@@ -265,7 +259,7 @@ broker_check_paused(struct broker *b)
 		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
 		    b->msg_pool.live_bytes >> 20);
 	}
-	broker_disk_full(b); /* ends the disk alarm when it is over */
+	broker_pressure(b); /* ends a backend's alarm when it is over */
 	/* Take the list: resuming runs buffered frames, which may pause again. */
 	struct conn *list = b->paused;
 	b->paused = NULL;
@@ -305,13 +299,6 @@ broker_paused_added(struct broker *b)
 
 #define STORE_TICK_MS 200
 
-static void
-store_wakeup(void *arg)
-{
-	struct broker *b = arg;
-	event_active(b->flush_ev, EV_WRITE, 0);
-}
-
 /* Every STORE_TICK_MS: everysec's fsync; after a failed write, try again,
  * and when it works let every connection write what waited. */
 static void
@@ -320,23 +307,10 @@ store_tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct broker *b = arg;
-	if (!store_failing(b->store)) {
-		if (store_tick(b->store, broker_now_ms(b)) != 0)
-			broker_commit(b); /* logs the alarm */
-		return;
-	}
-	broker_flush(b); /* writes, releases what waited, resumes the producers */
-}
-
-/* Like the memory default: 80% of what the disk has free, on top of what
- * the journal already holds. */
-static uint64_t
-default_max_disk(const char *dir, uint64_t used)
-{
-	struct statvfs sv;
-	if (statvfs(dir, &sv) != 0)
-		return 0;
-	return used + (uint64_t)sv.f_bavail * sv.f_frsize / 10 * 8;
+	if (!store_failing(b->store))
+		store_tick(b->store, broker_now_ms(b)); /* a failure is logged there */
+	else
+		broker_flush(b); /* writes, releases what waited, resumes the producers */
 }
 
 static void
@@ -356,12 +330,14 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		    strcmp(cfg->fsync, "no") == 0 ? JOURNAL_FSYNC_NO : JOURNAL_FSYNC_EVERYSEC,
 		.recover = cfg->recover,
 		.segment_size = cfg->journal_segment_size,
+		.max_disk = cfg->max_disk,
 	};
 	struct store_recovered rec;
 	b->store = store_open(&opt, &b->dests, &b->msg_pool, &b->next_msg_id, &rec, err, errlen);
 	if (b->store == NULL)
 		return -1;
-	store_set_wakeup(b->store, store_wakeup, b);
+	broker_set_backend(b, &store_backend_ops, b->store);
+	store_set_events(b->store, &b->be_events);
 	dests_foreach(&b->dests, count_durable, &b->durables);
 	struct timeval tv = { 0, STORE_TICK_MS * 1000 };
 	b->store_ev = event_new(b->base, -1, EV_PERSIST, store_tick_cb, b);
@@ -369,8 +345,8 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the journal timer");
 		return -1;
 	}
-	b->max_disk = cfg->max_disk ? cfg->max_disk :
-	    default_max_disk(cfg->data_dir, store_disk_bytes(b->store));
+	struct backend_stats st = { 0 };
+	store_backend_ops.stats(b->store, &st);
 	const struct journal_open_stats *js = &rec.journal;
 	if (js->torn_bytes > 0)
 		log_warn("journal: cut %llu bytes of a record torn by a crash off the end",
@@ -384,8 +360,29 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 	    (unsigned long long)js->records, (unsigned long long)rec.messages,
 	    rec.messages == 1 ? "" : "s", (unsigned long long)rec.queues,
 	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered, cfg->fsync,
-	    (unsigned long long)(b->max_disk >> 20));
+	    (unsigned long long)(st.disk_limit >> 20));
 	return 0;
+}
+
+int
+broker_start_cluster(struct broker *b, char *err, size_t errlen)
+{
+	b->cluster = cluster_start(b, &b->be_events, err, errlen);
+	if (b->cluster == NULL)
+		return -1;
+	broker_set_backend(b, &cluster_backend_ops, b->cluster);
+	return 0;
+}
+
+void
+broker_stop_cluster(struct broker *b)
+{
+	if (b->cluster == NULL)
+		return;
+	cluster_stop(b->cluster);
+	b->cluster = NULL;
+	b->backend = NULL;
+	b->dests.backend = NULL;
 }
 
 /* ---- life cycle ---- */
@@ -464,6 +461,12 @@ broker_new(struct event_base *base, const struct config *cfg)
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
 	b->max_conns = SIZE_MAX;
+	b->be_events = (struct backend_events){
+		.arg = b,
+		.kept = backend_kept,
+		.wakeup = backend_wakeup,
+		.now_ms = backend_now_ms,
+	};
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
 	b->paused_ev = evtimer_new(base, paused_cb, b);
 	b->stop_ev = evtimer_new(base, stop_timeout_cb, b);
@@ -488,6 +491,7 @@ broker_free(struct broker *b)
 	http_server_free(b->http);
 	broker_close_all(b);
 	store_close(b->store); /* while the messages it keeps are alive */
+	b->backend = b->dests.backend = NULL;
 	dests_free(&b->dests);
 	if (b->flush_ev)
 		event_free(b->flush_ev);

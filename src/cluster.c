@@ -30,6 +30,7 @@
 #include <nats/nats.h>
 #include <uthash.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/cluster_wire.h"
@@ -119,6 +120,8 @@ struct cluster {
 	struct pub *pubs;                /* a ring: pubs[head..head+npubs) by seq */
 	size_t pubs_cap, pubs_head, npubs;
 	uint64_t next_pub;               /* seq of the next queue SEND */
+	uint64_t kept;                   /* every one up to this JetStream acknowledged */
+	const struct backend_events *events; /* how the core hears of it */
 	struct api *apis;
 	uint64_t next_api;
 	bool connected;                  /* as last seen on the loop */
@@ -255,7 +258,7 @@ reconnect_delay(natsConnection *nc, int attempts, void *arg)
 static uint64_t
 now_ms(const struct cluster *cl)
 {
-	return broker_now_ms(cl->b);
+	return cl->events->now_ms(cl->events->arg);
 }
 
 static natsStatus
@@ -443,20 +446,19 @@ pubs_grow(struct cluster *cl)
 static void
 pubs_advance(struct cluster *cl)
 {
-	struct broker *b = cl->b;
-	uint64_t before = b->kept;
+	uint64_t before = cl->kept;
 	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
 		struct pub *p = pub_at(cl, 0);
 		if (p->msg != NULL)
 			natsMsg_Destroy(p->msg);
-		b->kept = p->seq;
+		cl->kept = p->seq;
 		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
 		cl->npubs--;
 	}
 	if (cl->npubs == 0)
-		b->kept = cl->next_pub - 1;
-	if (b->kept != before)
-		broker_kept_moved(b);
+		cl->kept = cl->next_pub - 1;
+	if (cl->kept != before)
+		cl->events->kept(cl->events->arg, cl->kept);
 }
 
 static void
@@ -597,12 +599,12 @@ hook_refill(void *arg, struct dest *d)
 static void
 settle(struct cluster *cl, struct msg *m, const char *how)
 {
-	if (m->remote_ack == NULL)
+	if (m->kept == NULL)
 		return;
 	if (cl->nc != NULL)
-		natsConnection_Publish(cl->nc, m->remote_ack, how, (int)strlen(how));
-	free(m->remote_ack);
-	m->remote_ack = NULL;
+		natsConnection_Publish(cl->nc, m->kept, how, (int)strlen(how));
+	free(m->kept);
+	m->kept = NULL;
 }
 
 void
@@ -677,8 +679,8 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
 	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
-	m->remote_ack = strdup(reply);
-	if (m->remote_ack == NULL) {
+	m->kept = strdup(reply);
+	if (m->kept == NULL) {
 		msg_unref(m);
 		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
 		return;
@@ -909,8 +911,8 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 static void
 in_progress(struct cluster *cl, const struct msg *m)
 {
-	if (m->remote_ack != NULL)
-		natsConnection_Publish(cl->nc, m->remote_ack, "+WPI", 4);
+	if (m->kept != NULL)
+		natsConnection_Publish(cl->nc, m->kept, "+WPI", 4);
 }
 
 static void
@@ -1225,6 +1227,61 @@ cluster_node(const struct cluster *cl)
 	return cl->node;
 }
 
+/* ---- the cluster as a backend ---- */
+
+static void
+op_gone(void *impl, struct msg *m, enum msg_fate fate)
+{
+	settle(impl, m, fate == FATE_CONSUMED ? "+ACK" : "+TERM");
+}
+
+static void
+op_interest_removed(void *impl, struct dest *d, const struct sub *s)
+{
+	cluster_sub_removed(impl, d, s);
+}
+
+static uint64_t
+op_promised(const void *impl)
+{
+	return cluster_promised(impl);
+}
+
+static enum backend_pressure
+op_pressure(void *impl)
+{
+	if (!cluster_up(impl))
+		return BACKEND_FAILING;
+	return cluster_busy(impl) ? BACKEND_BUSY : BACKEND_OK;
+}
+
+static const char *
+op_error(const void *impl)
+{
+	(void)impl;
+	return "NATS cannot be reached";
+}
+
+const struct backend_ops cluster_backend_ops = {
+	.name = "cluster",
+	.gone = op_gone,
+	.give_back = hook_give_back,
+	.refill = hook_refill,
+	.interest_removed = op_interest_removed,
+	.promised = op_promised,
+	.pressure = op_pressure,
+	.error = op_error,
+};
+
+/* A message freed with its ack subject (never settled here: eftd stopping):
+ * JetStream sends it again after the ack wait. */
+static void
+drop_ack(struct msg *m)
+{
+	free(m->kept);
+	m->kept = NULL;
+}
+
 /* ---- start and stop ---- */
 
 int
@@ -1252,7 +1309,7 @@ set_servers(struct cluster *cl, char *err, size_t errlen)
 }
 
 struct cluster *
-cluster_start(struct broker *b, char *err, size_t errlen)
+cluster_start(struct broker *b, const struct backend_events *ev, char *err, size_t errlen)
 {
 	const struct config *cfg = b->cfg;
 	struct cluster *cl = calloc(1, sizeof(*cl));
@@ -1261,9 +1318,10 @@ cluster_start(struct broker *b, char *err, size_t errlen)
 		return NULL;
 	}
 	cl->b = b;
+	cl->events = ev;
 	cl->base = b->base;
+	b->msg_pool.drop_kept = drop_ack;
 	cl->next_pub = 1;
-	b->kept = 0;
 	if (cfg->node_name[0]) {
 		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
 	} else {
@@ -1328,9 +1386,6 @@ cluster_start(struct broker *b, char *err, size_t errlen)
 		snprintf(err, errlen, "cluster: %s", nats_GetLastError(NULL));
 		goto fail;
 	}
-	b->dests.hooks.remote_arg = cl;
-	b->dests.hooks.refill = hook_refill;
-	b->dests.hooks.give_back = hook_give_back;
 	s = natsConnection_Connect(&cl->nc, o);
 	if (s == NATS_NOT_YET_CONNECTED) {
 		log_warn("cluster: cannot reach NATS at %s yet; clustered destinations get an ERROR "
@@ -1409,7 +1464,5 @@ cluster_stop(struct cluster *cl)
 	nats_CloseAndWait(2000);
 	event_free(cl->state_ev);
 	event_free(cl->tick_ev);
-	b->dests.hooks.refill = NULL;
-	b->dests.hooks.give_back = NULL;
 	free(cl);
 }

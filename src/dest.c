@@ -10,6 +10,7 @@
 
 #include <uthash.h>
 
+#include "eft/backend.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/msg.h"
@@ -512,6 +513,12 @@ dest_temp(const struct dest *d)
 	return d->temp;
 }
 
+const struct backend *
+dest_backend(const struct dest *d)
+{
+	return d->owner->backend;
+}
+
 void *
 dest_remote(const struct dest *d)
 {
@@ -785,8 +792,8 @@ dest_dispatch(struct dest *d)
 		dispatch_selective(d);
 	else
 		dispatch_plain(d);
-	if (d->remote != NULL)
-		d->owner->hooks.refill(d->owner->hooks.remote_arg, d);
+	if (d->remote != NULL && d->owner->backend->ops->refill != NULL)
+		d->owner->backend->ops->refill(d->owner->backend->impl, d);
 }
 
 static inline void
@@ -967,8 +974,9 @@ void
 dest_requeue(struct dest *d, struct msg *m)
 {
 	d->q.out--;
-	if (m->remote_ack != NULL && d->owner->hooks.give_back != NULL) {
-		d->owner->hooks.give_back(d->owner->hooks.remote_arg, d, m);
+	const struct backend *be = d->owner->backend;
+	if (m->kept != NULL && be != NULL && be->ops->give_back != NULL) {
+		be->ops->give_back(be->impl, d, m);
 		return;
 	}
 	m->returns++;

@@ -2,12 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/durable.h"
 #include "eft/frame.h"
 #include "eft/log.h"
 #include "eft/session.h"
-#include "eft/store.h"
 
 bool
 durable_name(const struct session *ss, const struct frame *f, char *out, size_t outlen,
@@ -31,12 +31,14 @@ durable_name(const struct session *ss, const struct frame *f, char *out, size_t 
 	return true;
 }
 
+/* A message of a durable subscription that ends or moves: the backend
+ * forgets it. */
 static void
-forget_stored(struct msg *m, void *arg)
+forget_kept(struct msg *m, void *arg)
 {
-	struct broker *b = arg;
-	if (m->seg != 0)
-		store_consumed(b->store, m);
+	const struct broker *b = arg;
+	if (m->kept != NULL)
+		backend_gone(b->backend, m, FATE_DROPPED);
 }
 
 struct dest *
@@ -61,11 +63,11 @@ durable_open(struct broker *b, const char *name, size_t len, const char *topic, 
 	if (was != NULL) {
 		/* Another topic now: what it kept was for the old one (JMS does the same). */
 		log_info("durable subscription %s moves from %s to %s", name, dest_name(was), topic);
-		dest_purge(q, b->store ? forget_stored : NULL, b);
+		dest_purge(q, b->backend ? forget_kept : NULL, b);
 		dest_unbind(q);
 		dests_release(&b->dests, was);
 	}
-	if (dest_bind(q, t) != 0 || (b->store != NULL && store_bind(b->store, q, t) != 0)) {
+	if (dest_bind(q, t) != 0 || (b->backend != NULL && backend_bind(b->backend, q, t) != 0)) {
 		dest_unbind(q);
 		dests_release(&b->dests, q);
 		dests_release(&b->dests, t);
@@ -84,9 +86,9 @@ durable_remove(struct broker *b, struct dest *q)
 	struct dest *t = dest_bound_topic(q);
 	log_info("durable subscription %s ended (%zu message%s dropped)", dest_name(q), dest_depth(q),
 	    dest_depth(q) == 1 ? "" : "s");
-	dest_purge(q, b->store ? forget_stored : NULL, b);
-	if (b->store != NULL)
-		store_unbind(b->store, q);
+	dest_purge(q, b->backend ? forget_kept : NULL, b);
+	if (b->backend != NULL)
+		backend_unbind(b->backend, q);
 	dest_unbind(q);
 	b->durables--;
 	dests_release(&b->dests, q);

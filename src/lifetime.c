@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/config.h"
@@ -19,7 +20,6 @@
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/policy.h"
-#include "eft/store.h"
 
 /* Expired messages are looked for this often; the issue asks for their
  * memory back within a second. */
@@ -67,18 +67,18 @@ dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
 			dests_release(&b->dests, dlq);
 		}
 	}
-	bool stored = copy != NULL && copy->persistent && b->store != NULL && dest_temp(dlq) == NULL;
-	if (b->store != NULL && (stored || m->seg != 0)) {
-		store_batch_begin(b->store);
-		if (stored && store_publish(b->store, dlq, copy) != 0)
+	/* Its death and its dead letter are kept together (one journal record). */
+	const struct backend *be = b->backend;
+	bool keep = copy != NULL && copy->persistent && be != NULL && dest_temp(dlq) == NULL;
+	if (keep || m->kept != NULL) {
+		backend_batch_begin(be, 0);
+		if (keep && backend_keep(be, dlq, copy) != 0)
 			log_error("out of memory: dead letter %llu in %s not stored",
 			    (unsigned long long)copy->id, dlq_name);
-		if (m->seg != 0)
-			store_consumed(b->store, m);
-		store_batch_end(b->store);
+		if (m->kept != NULL)
+			backend_gone(be, m, FATE_DEAD);
+		backend_batch_end(be);
 	}
-	if (m->remote_ack != NULL)
-		cluster_terminated(b->cluster, m);
 	msg_unref(m);
 	if (copy == NULL) {
 		b->stats.dropped[STAT_DROP_EXPIRED + why]++;

@@ -17,7 +17,6 @@
 #include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/proto.h"
-#include "eft/store.h"
 #include "eft/tls.h"
 #include "eft/version.h"
 
@@ -297,7 +296,7 @@ main(int argc, char **argv)
 		log_warn("max-connections %zu is more than the open-file limit allows: using %zu",
 		    cfg.max_connections, fit);
 	/* Before the listeners: a client never finds the node without its cluster. */
-	if (cfg.cluster[0] != '\0' && (b->cluster = cluster_start(b, err, sizeof(err))) == NULL) {
+	if (cfg.cluster[0] != '\0' && broker_start_cluster(b, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
 		goto out;
 	}
@@ -332,24 +331,22 @@ main(int argc, char **argv)
 		goto out;
 	}
 	broker_close_all(b);
-	cluster_stop(b->cluster); /* gives back what this node held */
-	b->cluster = NULL;
+	broker_stop_cluster(b); /* gives back what this node held */
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
-	if (queued > 0 && b->store != NULL)
+	struct backend_stats bs;
+	bool journal = broker_backend_stats(b, &bs);
+	if (queued > 0 && journal)
 		log_info("%zu message%s queued on %zu destination%s; %llu persistent in the journal",
 		    queued, queued == 1 ? "" : "s", ndests, ndests == 1 ? "" : "s",
-		    (unsigned long long)store_live_messages(b->store));
+		    (unsigned long long)bs.messages);
 	else if (queued > 0)
 		log_warn("discarding %zu queued message%s on %zu destination%s (no data-dir: eftd "
 		    "keeps messages in memory only)", queued, queued == 1 ? "" : "s", ndests,
 		    ndests == 1 ? "" : "s");
-	if (b->store != NULL) {
-		const struct journal_sync_stats *ss = store_sync_stats(b->store);
-		if (ss->count > 0)
-			log_info("journal: %llu fsyncs, mean %.2f ms, max %.2f ms",
-			    (unsigned long long)ss->count, (double)ss->total_us / ss->count / 1000.0,
-			    (double)ss->max_us / 1000.0);
-	}
+	if (journal && bs.syncs > 0)
+		log_info("journal: %llu fsyncs, mean %.2f ms, max %.2f ms",
+		    (unsigned long long)bs.syncs, (double)bs.sync_total_us / bs.syncs / 1000.0,
+		    (double)bs.sync_max_us / 1000.0);
 	/* The last line logged. */
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
 	    "%llu replies dropped (temp-queue owner gone)",
@@ -357,10 +354,8 @@ main(int argc, char **argv)
 	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]);
 	rc = 0;
 out:
-	if (b != NULL && b->cluster != NULL) {
-		cluster_stop(b->cluster);
-		b->cluster = NULL;
-	}
+	if (b != NULL)
+		broker_stop_cluster(b);
 	broker_free(b);
 	if (sigint)
 		event_free(sigint);

@@ -16,7 +16,6 @@
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/metrics.h"
-#include "eft/store.h"
 #include "eft/version.h"
 
 static void
@@ -248,21 +247,20 @@ metrics_render(struct broker *b, struct sbuf *out)
 	    broker_paused_count(b));
 	gauge(out, "eft_memory_alarm", "1 while message memory is over max-memory.",
 	    b->memory_alarm);
-	if (b->store != NULL) {
-		const struct journal_sync_stats *ss = store_sync_stats(b->store);
-		gauge(out, "eft_journal_bytes", "Bytes in the journal's segment files.",
-		    store_disk_bytes(b->store));
+	struct backend_stats bs;
+	if (broker_backend_stats(b, &bs)) {
+		gauge(out, "eft_journal_bytes", "Bytes in the journal's segment files.", bs.disk_bytes);
 		gauge(out, "eft_journal_messages", "Persistent messages the journal keeps.",
-		    store_live_messages(b->store));
+		    bs.messages);
 		gauge(out, "eft_journal_disk_limit_bytes", "max-disk: above it producers wait.",
-		    b->max_disk);
+		    bs.disk_limit);
 		gauge(out, "eft_disk_alarm", "1 while the journal is over max-disk or cannot be written.",
-		    b->disk_alarm);
+		    bs.alarm);
 		family(out, "eft_journal_fsync_seconds", "summary", "Time the journal's fsyncs took.");
 		sbuf_printf(out, "eft_journal_fsync_seconds_sum %.6f\neft_journal_fsync_seconds_count "
-		    "%llu\n", (double)ss->total_us / 1e6, (unsigned long long)ss->count);
+		    "%llu\n", (double)bs.sync_total_us / 1e6, (unsigned long long)bs.syncs);
 		family(out, "eft_journal_fsync_max_seconds", "gauge", "The longest fsync since start.");
-		sbuf_printf(out, "eft_journal_fsync_max_seconds %.6f\n", (double)ss->max_us / 1e6);
+		sbuf_printf(out, "eft_journal_fsync_max_seconds %.6f\n", (double)bs.sync_max_us / 1e6);
 	}
 	process(b, out);
 }

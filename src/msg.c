@@ -128,7 +128,7 @@ msg_init_life(struct msg *m)
 	m->returns = 0;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
-	m->remote_ack = NULL;
+	m->kept = NULL;
 	/* qprev, qnext: set when it is queued */
 }
 
@@ -206,10 +206,8 @@ msg_new(const struct msg_spec *s)
 		return NULL;
 	m->refs = 1;
 	m->id = s->id;
-	m->seg = 0;
 	m->persistent = false;
 	m->delivered = false;
-	m->link = NULL;
 	msg_init_life(m);
 	m->priority = s->priority;
 	m->expires_ms = s->expires_ms;
@@ -249,10 +247,8 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 		return NULL;
 	m->refs = 1;
 	m->id = id;
-	m->seg = 0;
 	m->persistent = true;
 	m->delivered = false;
-	m->link = NULL;
 	msg_init_life(m);
 	char *p = m->data;
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
@@ -555,12 +551,9 @@ msg_unref(struct msg *m)
 {
 	if (--m->refs != 0)
 		return;
-	if (m->remote_ack != NULL) {
-		/* never settled here (eftd stopping): JetStream sends it again */
-		free(m->remote_ack);
-		m->remote_ack = NULL;
-	}
 	struct msg_pool *pool = m->pool;
+	if (m->kept != NULL && pool != NULL && pool->drop_kept != NULL)
+		pool->drop_kept(m); /* never settled here (eftd stopping) */
 	if (pool != NULL)
 		pool->live_bytes -= m->size;
 	if (pool == NULL || m->pool_class < 0 || pool->bytes + m->size > pool->max_bytes) {

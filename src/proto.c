@@ -13,6 +13,7 @@
 #include <event2/buffer.h>
 
 #include "eft/auth.h"
+#include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/conn.h"
@@ -24,7 +25,6 @@
 #include "eft/proto.h"
 #include "eft/route.h"
 #include "eft/selector.h"
-#include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/tx.h"
@@ -364,7 +364,7 @@ fail_unstored(struct conn *c, const struct frame *f)
 	conn_cut_held(c); /* what they promised was not written either */
 	return fail(c, f, "cannot store persistent message", "The journal cannot be written (%s): "
 	    "this %s was not applied and nothing of it was stored; try again later.",
-	    store_error(c->broker->store), frame_cmd_name(f->cmd));
+	    backend_error(c->broker->backend), frame_cmd_name(f->cmd));
 }
 
 /* Cluster mode: NATS is down, or the name cannot be a NATS subject. */
@@ -476,12 +476,13 @@ handle_send(struct conn *c, struct frame *f)
 	struct msg *m = msg_new(&spec);
 	if (m == NULL)
 		return fail_oom(c, f);
-	/* Stored when it reaches a queue (or a durable subscription's), if the
-	 * journal is on; refused while the journal cannot be written. */
-	if (c->broker->store != NULL) {
+	/* Kept when it reaches a queue (or a durable subscription's), if a
+	 * backend keeps queued messages (the journal); refused while it cannot. */
+	const struct backend *be = c->broker->backend;
+	if (__builtin_expect(be != NULL, 0) && be->ops->keep != NULL) {
 		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
 		    (kind <= ADDR_TOPIC && frame_header_is(f, "persistent", "true"));
-		if (m->persistent && store_failing(c->broker->store)) {
+		if (m->persistent && backend_pressure(be) == BACKEND_FAILING) {
 			msg_unref(m);
 			return fail_unstored(c, f);
 		}
@@ -496,9 +497,8 @@ handle_send(struct conn *c, struct frame *f)
 	/* Flow control: a producer that filled a queue or memory waits, and so
 	 * does one while the backend is busy (over max-disk, too many SENDs
 	 * waiting for JetStream) or its RECEIPTs held for it pile up. */
-	if (broker_memory_full(c->broker) || (__builtin_expect(c->broker->store != NULL ||
-	    c->broker->cluster != NULL, 0) && (broker_pressure(c->broker) == BACKEND_BUSY ||
-	    conn_held_full(c))))
+	if (broker_memory_full(c->broker) || (__builtin_expect(be != NULL, 0) &&
+	    (backend_pressure(be) == BACKEND_BUSY || conn_held_full(c))))
 		conn_pause(c, NULL);
 	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
@@ -798,7 +798,8 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		tx_abort(&c->session, t);
 		return RESULT_OK;
 	}
-	if (c->broker->store != NULL && store_failing(c->broker->store) && tx_persistent(t)) {
+	if (c->broker->backend != NULL && c->broker->backend->ops->keep != NULL &&
+	    broker_pressure(c->broker) == BACKEND_FAILING && tx_persistent(t)) {
 		tx_abort(&c->session, t);
 		return fail_unstored(c, f);
 	}
@@ -900,7 +901,7 @@ handle_kept(struct conn *c, struct frame *f)
 void
 proto_handle(struct conn *c, struct frame *f)
 {
-	if (__builtin_expect(c->broker->store == NULL && c->broker->cluster == NULL, 1))
+	if (__builtin_expect(c->broker->backend == NULL, 1))
 		handle(c, f);
 	else
 		handle_kept(c, f);

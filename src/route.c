@@ -2,12 +2,12 @@
  * a SEND inside a transaction is routed by the same code at COMMIT. */
 #include <string.h>
 
+#include "eft/backend.h"
 #include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
 #include "eft/session.h"
-#include "eft/store.h"
 #include "eft/temp.h"
 
 /* Producers mostly send to one destination: where the last SEND went, if
@@ -90,14 +90,13 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 			    dest_name(feeds[i]));
 		}
 	}
-	/* A persistent message is stored when it reaches a queue (temp-queues
+	/* A persistent message is kept when it reaches a queue (temp-queues
 	 * live as their owner does, so they keep nothing), with the expiry the
 	 * queue gives it. */
-	bool stored = m->persistent && b->store != NULL && dest_kind(d) == DEST_QUEUE &&
-	    dest_temp(d) == NULL;
-	if (stored) {
+	if (m->persistent && b->backend != NULL && dest_kind(d) == DEST_QUEUE &&
+	    dest_temp(d) == NULL) {
 		dest_stamp(d, m);
-		if (store_publish(b->store, d, m) != 0)
+		if (backend_keep(b->backend, d, m) != 0)
 			return -1;
 	}
 	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
@@ -115,7 +114,7 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 		msg_unref(m);
 		return 0;
 	}
-	if (b->store != NULL || b->durables > 0)
+	if (b->backend != NULL || b->durables > 0)
 		return publish_kept(ss, d, m);
 	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "eft/dest.h"
 #include "eft/le.h"
@@ -41,10 +42,18 @@ enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS 
 
 /* A stored message's place: on its segment's list, and the queue it was
  * stored for (its MSG record is written again there when it moves). */
+/* A stored message's handle (m->kept): where its record is. */
 struct store_link {
-	struct msg *prev, *next;
+	struct msg *prev, *next;   /* its segment's live messages */
 	struct dest *home;
+	uint32_t seg;              /* the segment of its record; 0: being moved */
 };
+
+static inline struct store_link *
+link_of(const struct msg *m)
+{
+	return m->kept;
+}
 
 struct segment {
 	uint64_t live;         /* stored messages whose record is here */
@@ -78,8 +87,9 @@ struct store {
 	uint64_t gathered_total; /* bytes of records gathered since open */
 	bool failing;
 	uint64_t syncs_seen;   /* journal fsyncs already looked at */
-	void (*wakeup)(void *);
-	void *wakeup_arg;
+	const struct backend_events *events; /* or NULL */
+	uint64_t max_disk;     /* busy above this many bytes on disk */
+	bool disk_alarm;       /* over max_disk (until below 90% of it), or failing */
 	/* while opening */
 	struct idtab tab;
 	struct dests *dests;
@@ -193,11 +203,11 @@ static void
 segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 {
 	struct segment *sg = segment_of(s, seg);
-	m->seg = seg;
-	m->link->prev = NULL;
-	m->link->next = sg->head;
+	link_of(m)->seg = seg;
+	link_of(m)->prev = NULL;
+	link_of(m)->next = sg->head;
 	if (sg->head != NULL)
-		sg->head->link->prev = m;
+		link_of(sg->head)->prev = m;
 	sg->head = m;
 	sg->live++;
 	sg->live_bytes += bytes;
@@ -208,19 +218,19 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 static void
 segment_unlink(struct store *s, struct msg *m, size_t bytes)
 {
-	struct segment *sg = segment_of(s, m->seg);
-	struct store_link *l = m->link;
+	struct store_link *l = link_of(m);
+	struct segment *sg = segment_of(s, l->seg);
 	if (l->prev != NULL)
-		l->prev->link->next = l->next;
+		link_of(l->prev)->next = l->next;
 	else
 		sg->head = l->next;
 	if (l->next != NULL)
-		l->next->link->prev = l->prev;
+		link_of(l->next)->prev = l->prev;
 	sg->live--;
 	sg->live_bytes -= bytes;
 	s->live--;
 	s->live_bytes -= bytes;
-	m->seg = 0;
+	l->seg = 0;
 	l->prev = l->next = NULL;
 }
 
@@ -228,9 +238,8 @@ segment_unlink(struct store *s, struct msg *m, size_t bytes)
 static void
 link_free(struct msg *m)
 {
-	free(m->link);
-	m->link = NULL;
-	m->seg = 0;
+	free(m->kept);
+	m->kept = NULL;
 }
 
 /* Every stored message's bookkeeping, at close (the messages live on). */
@@ -239,7 +248,7 @@ free_links(struct store *s)
 {
 	for (size_t i = 0; i < s->nsegs; i++) {
 		for (struct msg *m = s->segs[i].head, *next; m != NULL; m = next) {
-			next = m->link->next;
+			next = link_of(m)->next;
 			link_free(m);
 		}
 		s->segs[i].head = NULL;
@@ -253,8 +262,8 @@ gathered(struct store *s)
 {
 	if (!s->gathering) {
 		s->gathering = true;
-		if (s->wakeup != NULL)
-			s->wakeup(s->wakeup_arg);
+		if (s->events != NULL)
+			s->events->wakeup(s->events->arg);
 	}
 }
 
@@ -372,13 +381,13 @@ store_publish(struct store *s, struct dest *d, struct msg *m)
 	if (dest_name_len(d) > UINT16_MAX || m->body_len > UINT32_MAX)
 		return -1;
 	m->delivered = false;
-	if ((m->link = malloc(sizeof(*m->link))) == NULL)
+	if ((m->kept = calloc(1, sizeof(struct store_link))) == NULL)
 		return -1;
 	if (append_msg(s, d, m) != 0) {
 		link_free(m);
 		return -1;
 	}
-	m->link->home = d;
+	link_of(m)->home = d;
 	segment_link(s, m, journal_segment(s->j), store_msg_record_size(m, dest_name_len(d)));
 	return 0;
 }
@@ -400,7 +409,7 @@ store_consumed(struct store *s, struct msg *m)
 	if (append_id(s, REC_CONSUMED, m->id) != 0)
 		log_error("out of memory: message %llu not marked consumed in the journal (it "
 		    "would come back after a restart)", (unsigned long long)m->id);
-	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(m->link->home)));
+	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(link_of(m)->home)));
 	link_free(m);
 }
 
@@ -525,8 +534,8 @@ compact_step(struct store *s)
 	size_t budget = COMPACT_BUDGET;
 	while (old->head != NULL && budget > 0) {
 		struct msg *m = old->head;
-		size_t bytes = store_msg_record_size(m, dest_name_len(m->link->home));
-		if (append_msg(s, m->link->home, m) != 0)
+		size_t bytes = store_msg_record_size(m, dest_name_len(link_of(m)->home));
+		if (append_msg(s, link_of(m)->home, m) != 0)
 			return;
 		segment_unlink(s, m, bytes);
 		segment_link(s, m, cur, bytes);
@@ -534,31 +543,33 @@ compact_step(struct store *s)
 	}
 }
 
+/* A commit failed for `why`: logged when the failing starts; -1. */
+static int
+commit_failed(struct store *s, const char *why)
+{
+	if (!s->failing)
+		log_error("journal cannot be written (%s): receipts wait, persistent messages are "
+		    "refused, retrying", why);
+	snprintf(s->error, sizeof(s->error), "%s", why);
+	s->failing = true;
+	s->disk_alarm = true;
+	return -1;
+}
+
 int
 store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 {
 	s->next_id_seen = next_msg_id;
-	if (next_msg_id + IDS_AHEAD / 2 > s->ids_reserved && reserve_ids(s, next_msg_id) != 0) {
-		snprintf(s->error, sizeof(s->error), "out of memory reserving message ids");
-		s->failing = true;
-		return -1;
-	}
+	if (next_msg_id + IDS_AHEAD / 2 > s->ids_reserved && reserve_ids(s, next_msg_id) != 0)
+		return commit_failed(s, "out of memory reserving message ids");
 	/* A commit may begin the next segment: its room is made first, so
 	 * that following it cannot fail. */
-	if (segments_room(s, s->nsegs + 1) != 0) {
-		snprintf(s->error, sizeof(s->error), "out of memory");
-		s->failing = true;
-		return -1;
-	}
+	if (segments_room(s, s->nsegs + 1) != 0)
+		return commit_failed(s, "out of memory");
 	compact_step(s);
 	uint32_t ids_seg = s->ids_seg;
-	if (journal_commit(s->j, now_ms) != 0) {
-		if (!s->failing)
-			log_error("journal: %s", journal_error(s->j));
-		snprintf(s->error, sizeof(s->error), "%s", journal_error(s->j));
-		s->failing = true;
-		return -1;
-	}
+	if (journal_commit(s->j, now_ms) != 0)
+		return commit_failed(s, journal_error(s->j));
 	const struct journal_sync_stats *ss = journal_sync_stats(s->j);
 	if (ss->count != s->syncs_seen) {
 		s->syncs_seen = ss->count;
@@ -582,6 +593,12 @@ store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 	}
 	drop_dead_segments(s);
 	return 0;
+}
+
+uint32_t
+store_msg_segment(const struct msg *m)
+{
+	return m->kept != NULL ? link_of(m)->seg : 0;
 }
 
 uint64_t
@@ -641,11 +658,143 @@ store_live_messages(const struct store *s)
 }
 
 void
-store_set_wakeup(struct store *s, void (*fn)(void *), void *arg)
+store_set_events(struct store *s, const struct backend_events *ev)
 {
-	s->wakeup = fn;
-	s->wakeup_arg = arg;
+	s->events = ev;
 }
+
+/* ---- the journal as a backend ---- */
+
+static int
+op_keep(void *impl, struct dest *d, struct msg *m)
+{
+	return store_publish(impl, d, m);
+}
+
+static void
+op_delivered(void *impl, struct msg *m)
+{
+	if (m->kept != NULL)
+		store_delivered(impl, m);
+}
+
+/* However it went, the journal forgets it. */
+static void
+op_gone(void *impl, struct msg *m, enum msg_fate fate)
+{
+	(void)fate;
+	if (m->kept != NULL)
+		store_consumed(impl, m);
+}
+
+static int
+op_bind(void *impl, const struct dest *queue, const struct dest *topic)
+{
+	return store_bind(impl, queue, topic);
+}
+
+static void
+op_unbind(void *impl, const struct dest *queue)
+{
+	store_unbind(impl, queue);
+}
+
+static int
+op_batch_begin(void *impl, size_t room)
+{
+	if (store_batch_reserve(impl, room) != 0)
+		return -1;
+	store_batch_begin(impl);
+	return 0;
+}
+
+static void
+op_batch_end(void *impl)
+{
+	store_batch_end(impl);
+}
+
+static uint64_t
+op_promised(const void *impl)
+{
+	return store_gathered(impl);
+}
+
+/* Hysteresis: busy until below 90% of max-disk again, so producers do not
+ * flap. */
+static enum backend_pressure
+op_pressure(void *impl)
+{
+	struct store *s = impl;
+	if (s->failing)
+		return BACKEND_FAILING;
+	uint64_t disk = journal_bytes(s->j);
+	if (s->disk_alarm) {
+		if (s->max_disk != 0 && disk >= s->max_disk - s->max_disk / 10)
+			return BACKEND_BUSY;
+		s->disk_alarm = false;
+		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
+		    "resume", (unsigned long long)(disk >> 20));
+		return BACKEND_OK;
+	}
+	if (s->max_disk == 0 || disk < s->max_disk)
+		return BACKEND_OK;
+	s->disk_alarm = true;
+	log_warn("disk limit reached: the journal holds %llu MB (max-disk %llu MB); producers wait "
+	    "until consumers drain it", (unsigned long long)(disk >> 20),
+	    (unsigned long long)(s->max_disk >> 20));
+	return BACKEND_BUSY;
+}
+
+/* The group commit; its success keeps everything gathered. */
+static int
+op_flush(void *impl, uint64_t now_ms, uint64_t next_msg_id)
+{
+	struct store *s = impl;
+	if (store_commit(s, now_ms, next_msg_id) != 0)
+		return -1;
+	if (s->events != NULL)
+		s->events->kept(s->events->arg, s->gathered_total);
+	return 0;
+}
+
+static const char *
+op_error(const void *impl)
+{
+	return store_error(impl);
+}
+
+static void
+op_stats(const void *impl, struct backend_stats *out)
+{
+	const struct store *s = impl;
+	out->disk_bytes = journal_bytes(s->j);
+	out->disk_limit = s->max_disk;
+	out->messages = s->live;
+	out->alarm = s->disk_alarm || s->failing;
+	const struct journal_sync_stats *ss = journal_sync_stats(s->j);
+	out->syncs = ss->count;
+	out->sync_total_us = ss->total_us;
+	out->sync_max_us = ss->max_us;
+}
+
+const struct backend_ops store_backend_ops = {
+	.name = "journal",
+	.keep = op_keep,
+	.delivered = op_delivered,
+	.gone = op_gone,
+	.bind = op_bind,
+	.unbind = op_unbind,
+	.batch_begin = op_batch_begin,
+	.batch_end = op_batch_end,
+	.keep_room = store_msg_record_size,
+	.settle_room = STORE_SETTLE_RECORD_SIZE,
+	.promised = op_promised,
+	.pressure = op_pressure,
+	.flush = op_flush,
+	.error = op_error,
+	.stats = op_stats,
+};
 
 /* ---- opening: replay ---- */
 
@@ -679,7 +828,7 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	struct msg **found = idtab_find(&s->tab, id);
 	if (found != NULL) {
 		/* Written again further on (moved off an old segment). */
-		(*found)->seg = seg;
+		link_of(*found)->seg = seg;
 		(*found)->delivered |= delivered;
 		return 0;
 	}
@@ -699,13 +848,14 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	struct msg *m = msg_restore(s->pool, id, nblocks, blocks, lens, at, body_len);
 	if (m == NULL)
 		return -1;
-	if ((m->link = malloc(sizeof(*m->link))) == NULL || idtab_add(&s->tab, m) != 0) {
+	if ((m->kept = calloc(1, sizeof(struct store_link))) == NULL ||
+	    idtab_add(&s->tab, m) != 0) {
 		link_free(m);
 		msg_unref(m);
 		return -1;
 	}
-	m->seg = seg;
-	m->link->home = d;
+	link_of(m)->seg = seg;
+	link_of(m)->home = d;
 	m->delivered = delivered;
 	if (life) {
 		const uint8_t *lp = p + MSG_HEAD + 4 * (size_t)nblocks;
@@ -865,8 +1015,9 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 		order_by_id(all, n);
 	for (size_t i = 0; i < n; i++) {
 		struct msg *m = all[i];
-		dest_restore(m->link->home, m, m->delivered);
-		segment_link(s, m, m->seg, store_msg_record_size(m, dest_name_len(m->link->home)));
+		struct store_link *l = link_of(m);
+		dest_restore(l->home, m, m->delivered);
+		segment_link(s, m, l->seg, store_msg_record_size(m, dest_name_len(l->home)));
 		rec->redelivered += m->delivered;
 		if (m->id > *max_id)
 			*max_id = m->id;
@@ -876,6 +1027,17 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 	free(s->tab.slot);
 	s->tab = (struct idtab){ 0 };
 	return 0;
+}
+
+/* Like the memory default: 80% of what the disk has free, on top of what
+ * the journal already holds. */
+static uint64_t
+default_max_disk(const char *dir, uint64_t used)
+{
+	struct statvfs sv;
+	if (statvfs(dir, &sv) != 0)
+		return 0;
+	return used + (uint64_t)sv.f_bavail * sv.f_frsize / 10 * 8;
 }
 
 struct store *
@@ -920,6 +1082,7 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 	s->next_id_seen = next;
 	*next_msg_id = next;
 	drop_dead_segments(s);
+	s->max_disk = opt->max_disk ? opt->max_disk : default_max_disk(opt->dir, journal_bytes(s->j));
 	return s;
 fail:
 	if (s->tab.slot != NULL) {

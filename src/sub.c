@@ -8,13 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/selector.h"
 #include "eft/session.h"
-#include "eft/store.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/wire.h"
@@ -33,14 +32,12 @@ sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out)
 	return 0;
 }
 
-/* Consumed here: the journal or JetStream forgets it. */
+/* Consumed here: the backend that keeps it (the journal or JetStream)
+ * forgets it.  Out of the common path, where nothing keeps messages. */
 static __attribute__((noinline)) void
-consumed(struct broker *b, struct msg *m)
+consumed(const struct dest *d, struct msg *m)
 {
-	if (m->seg != 0)
-		store_consumed(b->store, m);
-	if (m->remote_ack != NULL)
-		cluster_consumed(b->cluster, m);
+	backend_gone(dest_backend(d), m, FATE_CONSUMED);
 }
 
 struct sub *
@@ -121,8 +118,9 @@ sub_free(struct sub *s)
 		dest_requeue(d, dl->msg);
 		free(dl);
 	}
-	if (ss->broker->cluster != NULL)
-		cluster_sub_removed(ss->broker->cluster, d, s);
+	const struct backend *be = dest_backend(d);
+	if (be != NULL && be->ops->interest_removed != NULL)
+		be->ops->interest_removed(be->impl, d, s);
 	dest_dispatch(d);
 	dests_release(&ss->broker->dests, d);
 	selector_free(s->selector);
@@ -271,11 +269,11 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		s->unacked_tail = dl;
 		s->n_unacked++;
 		HASH_ADD(hh, ss->deliveries, key, sizeof(dl->key), dl);
-		if (m->seg != 0)
-			store_delivered(ss->broker->store, m);
+		if (m->kept != NULL)
+			backend_delivered(dest_backend(s->dest), m);
 	} else {
-		if (m->seg != 0 || m->remote_ack != NULL) /* auto-ack: handed out is gone */
-			consumed(ss->broker, m);
+		if (m->kept != NULL) /* auto-ack: handed out is gone */
+			consumed(s->dest, m);
 		msg_unref(m);
 	}
 	ss->broker->stats.deliveries++;
@@ -312,8 +310,8 @@ sub_settle(struct session *ss, const struct delivery_key *k, enum settle how)
 		} else {
 			dest_settled(s->dest);
 			ss->broker->stats.acked++;
-			if (dl->msg->seg != 0 || dl->msg->remote_ack != NULL)
-				consumed(ss->broker, dl->msg);
+			if (dl->msg->kept != NULL)
+				consumed(s->dest, dl->msg);
 			msg_unref(dl->msg);
 		}
 		free(dl);

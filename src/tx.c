@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
 #include "eft/session.h"
-#include "eft/store.h"
 #include "eft/tx.h"
 
 struct tx *
@@ -114,17 +114,17 @@ tx_unhold(struct session *ss, struct tx *t, struct tx_op *upto)
 	}
 }
 
-/* The journal's room for what applying t writes (one record per frame; a
- * cumulative ACK that settles more grows it then). */
+/* The backend's room for what applying t keeps (the journal: one record
+ * per frame; a cumulative ACK that settles more grows it then). */
 static size_t
-tx_journal_bytes(const struct tx *t)
+tx_backend_room(const struct backend *be, const struct tx *t)
 {
 	size_t bytes = 0;
 	for (const struct tx_op *op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND)
-			bytes += STORE_SETTLE_RECORD_SIZE;
-		else if (op->msg->persistent && op->target != NULL)
-			bytes += store_msg_record_size(op->msg, op->dest_len);
+			bytes += be->ops->settle_room;
+		else if (op->msg->persistent && op->target != NULL && be->ops->keep_room != NULL)
+			bytes += be->ops->keep_room(op->msg, op->dest_len);
 	}
 	return bytes;
 }
@@ -133,7 +133,7 @@ int
 tx_commit(struct session *ss, struct tx *t)
 {
 	struct tx_op *op;
-	struct store *store = ss->broker->store;
+	const struct backend *be = ss->broker->backend;
 	/* In a cluster, all of it or none: NATS must be there now. */
 	struct cluster *cl = ss->broker->cluster;
 	for (op = t->head; cl != NULL && op != NULL; op = op->next) {
@@ -162,16 +162,14 @@ tx_commit(struct session *ss, struct tx *t)
 			return -1;
 		}
 	}
-	if (store != NULL && store_batch_reserve(store, tx_journal_bytes(t)) != 0) {
+	if (be != NULL && backend_batch_begin(be, tx_backend_room(be, t)) != 0) {
 		tx_unhold(ss, t, NULL);
 		log_error("%s: out of memory committing transaction %s: nothing applied",
 		    session_peer(ss), t->name);
 		tx_free(ss, t);
 		return -1;
 	}
-	/* One journal record for all of it: after a crash, all or nothing. */
-	if (store != NULL)
-		store_batch_begin(store);
+	/* Kept as one (one journal record): after a crash, all or nothing. */
 	for (op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
@@ -192,8 +190,8 @@ tx_commit(struct session *ss, struct tx *t)
 		route_publish(ss, op->target, op->msg); /* cannot fail */
 		op->msg = NULL;
 	}
-	if (store != NULL)
-		store_batch_end(store);
+	if (be != NULL)
+		backend_batch_end(be);
 	tx_free(ss, t);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "eft/address.h"
+#include "eft/backend.h"
 #include "eft/config.h"
 #include "eft/dest.h"
 #include "eft/frame.h"
@@ -95,11 +96,14 @@ struct broker {
 	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
-	uint64_t max_disk;                   /* journal bytes above which producers wait */
-	bool disk_alarm;                     /* over max_disk, or the journal cannot be written */
 	size_t durables;                     /* durable subscriptions (durable.c) */
-	uint64_t commits;                    /* journal commits that succeeded */
 	struct cluster *cluster;             /* cluster mode (cluster.c), or NULL */
+	/* Where queue messages are kept besides memory (backend.h): the
+	 * journal or the cluster, or NULL.  backend points at be when on. */
+	const struct backend *backend;
+	struct backend be;
+	struct backend_events be_events;     /* how a backend reaches the core */
+	bool flushing;                       /* in broker_flush */
 	/* What the backend (the journal or JetStream) has kept: everything up
 	 * to this number of its own (broker_promised).  Output that waits for
 	 * it is held (hold.h) on the connections listed in held. */
@@ -126,6 +130,11 @@ void broker_close_all(struct broker *b);
 /* Open the journal in cfg->data_dir and put back the messages it holds;
  * -1 with a one-line reason in err. */
 int broker_open_store(struct broker *b, char *err, size_t errlen);
+/* Cluster mode: connect to NATS (in the background if it cannot be
+ * reached yet); -1 with a one-line reason in err. */
+int broker_start_cluster(struct broker *b, char *err, size_t errlen);
+/* Give back what this node holds and leave NATS (nothing if not started). */
+void broker_stop_cluster(struct broker *b);
 /* Write what the journal gathered this turn (before any output that
  * depends on it).  False if it could not be written: the output held for
  * it waits, and the journal timer tries again. */
@@ -138,18 +147,20 @@ bool broker_commit(struct broker *b);
 uint64_t broker_promised(const struct broker *b);
 /* The backend kept more (b->kept moved): release held output this turn. */
 void broker_kept_moved(struct broker *b);
-/* How the backend copes: producers wait while it is busy, and what needs
- * it is refused (an ERROR) while it is failing. */
-enum backend_pressure { BACKEND_OK, BACKEND_BUSY, BACKEND_FAILING };
+/* How the backend copes (BACKEND_OK without one). */
 enum backend_pressure broker_pressure(struct broker *b);
+/* The backend's figures into *out; false if it has none (memory only,
+ * or a backend without them). */
+bool broker_backend_stats(const struct broker *b, struct backend_stats *out);
+/* Put the backend in place: the journal or the cluster, opened with
+ * b->be_events, through which it tells the core what it kept. */
+void broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl);
 /* c has held output (hold.h), or no longer. */
 void broker_hold(struct broker *b, struct conn *c);
 void broker_unhold(struct broker *b, struct conn *c);
 
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);
-/* Is the journal over max-disk, or failing to write?  (Logs the alarm.) */
-bool broker_disk_full(struct broker *b);
 /* A producer was paused: make sure somebody looks at it again. */
 void broker_paused_added(struct broker *b);
 /* Producers paused now. */

@@ -16,6 +16,7 @@
 
 #include "eft/address.h"
 
+struct backend_events;
 struct broker;
 struct conn;
 struct dest;
@@ -23,12 +24,16 @@ struct msg;
 struct sub;
 struct cluster;
 
+/* The cluster as a backend (backend.h): gone acknowledges (+ACK) or
+ * terminates (+TERM), give_back is -NAK, refill pulls. */
+extern const struct backend_ops cluster_backend_ops;
 /* Before the event base is made: libnats calls libevent from its threads. */
 int cluster_prepare_libevent(void);
 /* Connect (retrying in the background if NATS cannot be reached yet: one
  * log line, then retries with backoff).  NULL with a reason in err if the
  * settings are refused or out of memory. */
-struct cluster *cluster_start(struct broker *b, char *err, size_t errlen);
+struct cluster *cluster_start(struct broker *b, const struct backend_events *ev, char *err,
+    size_t errlen);
 /* Give back what this node holds (buffered and unacknowledged queue
  * messages go to other nodes at once), then close. */
 void cluster_stop(struct cluster *cl);

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct backend;
 struct dest;
 struct dest_policy;
 struct msg;
@@ -56,13 +57,6 @@ struct dests_hooks {
 	const struct dest_policy *(*policy)(void *arg, const char *name, size_t len);
 	/* m, taken off queue d, died: takes the reference. */
 	void (*dead)(void *arg, struct dest *d, struct msg *m, enum dest_death why);
-	/* Cluster mode (cluster.c), for queues with dest_remote set: */
-	void *remote_arg;
-	/* d's subscribers may take more than it holds. */
-	void (*refill)(void *remote_arg, struct dest *d);
-	/* m (m->remote_ack set), handed out from d, is given back: takes the
-	 * reference (another node may have it). */
-	void (*give_back)(void *remote_arg, struct dest *d, struct msg *m);
 };
 
 /* An expiring queued message, in the heap by time. */
@@ -78,6 +72,10 @@ struct dests {
 	uint64_t freed;      /* bumped whenever a destination is freed (caches check it) */
 	size_t count;
 	struct dests_hooks hooks;
+	/* Where messages are kept besides memory (backend.h), or NULL: a
+	 * message it keeps (m->kept) given back goes to it (give_back), and a
+	 * remote queue (dest_remote) is refilled from it. */
+	const struct backend *backend;
 	struct dest_expiry *expiry;  /* a min-heap of the queued messages that expire */
 	size_t nexpiry, expiry_cap;
 };
@@ -128,6 +126,8 @@ struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL 
 const struct dest_policy *dest_policy(const struct dest *d);
 size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
+/* The backend of d's destinations, or NULL. */
+const struct backend *dest_backend(const struct dest *d);
 /* Cluster mode: what cluster.c knows d by, or NULL (not pulled from NATS). */
 void *dest_remote(const struct dest *d);
 void dest_set_remote(struct dest *d, void *remote);

@@ -26,9 +26,11 @@ struct msg_pool {
 	size_t bytes;      /* held in the free lists */
 	size_t max_bytes;
 	size_t live_bytes; /* held by messages still referenced: queued, unacked, in output */
+	/* A message freed while its backend still has a handle on it (m->kept,
+	 * never settled: eftd stopping): the backend lets go of the handle.
+	 * Registered by the backend that needs it, or NULL. */
+	void (*drop_kept)(struct msg *m);
 };
-
-struct store_link;
 
 struct msg {
 	uint32_t refs;
@@ -50,13 +52,13 @@ struct msg {
 	uint64_t id;
 	const char *block[STOMP_VERSIONS]; /* encoded common headers, per version */
 	uint32_t block_len[STOMP_VERSIONS];
-	uint32_t seg;                      /* journal segment of its record; 0: not stored */
 	char *body;                        /* body_len bytes, then a NUL */
 	size_t body_len;
 	size_t size;                       /* bytes allocated, for accounting */
-	struct store_link *link;           /* the journal's bookkeeping while seg != 0 (store.c) */
-	char *remote_ack;                  /* cluster mode: its JetStream ack subject (malloc'd),
-	                                      until acknowledged, given back or dead */
+	/* The backend's handle on it while the backend keeps it (backend.h):
+	 * the journal's bookkeeping of its record, or JetStream's ack subject.
+	 * NULL: it lives in memory only.  Only the backend looks inside. */
+	void *kept;
 	char data[];
 };
 

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eft/backend.h"
 #include "eft/journal.h"
 
 struct dest;
@@ -42,6 +43,8 @@ struct store_options {
 	enum journal_fsync fsync;
 	bool recover;
 	uint64_t segment_size;
+	uint64_t max_disk;        /* journal bytes above which it is busy; 0: 80% of the
+	                             disk's free space at open, on top of what it holds */
 };
 
 /* What was found at open, for the start-up log. */
@@ -64,9 +67,12 @@ struct store *store_open(const struct store_options *opt, struct dests *dests,
  * (before the destinations are freed). */
 void store_close(struct store *s);
 
-/* Called once each time records start to gather after a commit, so that
- * the caller makes sure a commit follows this loop turn. */
-void store_set_wakeup(struct store *s, void (*fn)(void *), void *arg);
+/* The journal as a backend (backend.h): keep is store_publish, delivered
+ * store_delivered, gone store_consumed, flush store_commit, and so on. */
+extern const struct backend_ops store_backend_ops;
+/* Tell ev of commits (kept) and of records starting to gather after one
+ * (wakeup). */
+void store_set_events(struct store *s, const struct backend_events *ev);
 
 /* m (persistent) is being queued at d: gather its MSG record.  -1 if out of
  * memory (nothing gathered, m is not stored). */
@@ -116,6 +122,9 @@ bool store_failing(const struct store *s);   /* the last commit failed */
 
 /* fdatasync timings of the journal. */
 const struct journal_sync_stats *store_sync_stats(const struct store *s);
+/* The segment that holds stored message m's record; 0 if m is not stored
+ * (tests look at where compaction moved it). */
+uint32_t store_msg_segment(const struct msg *m);
 /* Journal bytes on disk, and the bytes of live messages' records. */
 uint64_t store_disk_bytes(const struct store *s);
 uint64_t store_live_bytes(const struct store *s);

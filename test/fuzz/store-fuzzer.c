@@ -204,7 +204,7 @@ snap_msg(const struct msg *m, bool redelivered, void *arg)
 	    (unsigned long long)m->id, redelivered, m->body_len,
 	    crc32c(0, m->body, m->body_len), blocks);
 	CHECK(m->body[m->body_len] == '\0', "body not NUL-terminated");
-	CHECK(m->persistent && m->seg != 0, "recovered message %llu not stored",
+	CHECK(m->persistent && m->kept != NULL, "recovered message %llu not stored",
 	    (unsigned long long)m->id);
 	if (m->id > w->sn->max_id)
 		w->sn->max_id = m->id;
@@ -313,7 +313,7 @@ static void
 forget_stored(struct msg *m, void *arg)
 {
 	struct store *s = arg;
-	if (m->seg != 0)
+	if (m->kept != NULL)
 		store_consumed(s, m);
 }
 

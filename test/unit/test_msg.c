@@ -309,7 +309,7 @@ test_dead_letter_plain(void **state)
 	assert_false(d->redelivered);
 	assert_int_equal(d->returns, 0);
 	assert_false(d->queued);
-	assert_int_equal(d->seg, 0);
+	assert_null(d->kept);
 	assert_int_equal(d->body_len, 5);
 	assert_memory_equal(d->body, "hello", 6);
 	assert_ptr_not_equal(d->body, m->body);

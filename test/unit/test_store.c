@@ -278,7 +278,7 @@ publish(struct env *e, const char *queue, uint64_t id, size_t body_len, bool esc
 	struct dest *d = dests_get(&e->dests, queue, strlen(queue), DEST_QUEUE);
 	assert_non_null(d);
 	assert_int_equal(store_publish(e->s, d, m), 0);
-	assert_int_not_equal(m->seg, 0);
+	assert_int_not_equal(store_msg_segment(m), 0);
 	msg_ref(m);
 	uint64_t dropped = 0;
 	dest_publish(d, m, &dropped);
@@ -290,7 +290,7 @@ static void
 consume(struct env *e, struct msg *m)
 {
 	store_consumed(e->s, m);
-	assert_int_equal(m->seg, 0);
+	assert_int_equal(store_msg_segment(m), 0);
 	msg_unref(m);
 }
 
@@ -353,7 +353,7 @@ check_same(const struct msg *got, const struct msg *orig)
 	assert_int_equal(got->body_len, orig->body_len);
 	assert_memory_equal(got->body, orig->body, orig->body_len + 1);
 	assert_true(got->persistent);
-	assert_int_not_equal(got->seg, 0);
+	assert_int_not_equal(store_msg_segment(got), 0);
 }
 
 /* ---- tests ---- */
@@ -793,9 +793,9 @@ test_long_lived_message_moved_forward(void **state)
 	struct msg *keep = publish(&e, "/queue/keep", keep_id, 300, false);
 	store_delivered(e.s, keep); /* a client-ack consumer holds it, for long */
 	commit(&e);
-	uint32_t first_seg = keep->seg;
+	uint32_t first_seg = store_msg_segment(keep);
 	size_t most = 0, moves = 0;
-	uint32_t seg = keep->seg;
+	uint32_t seg = store_msg_segment(keep);
 	for (int turn = 0; turn < 200; turn++) {
 		struct msg *churn[10];
 		for (int i = 0; i < 10; i++)
@@ -811,9 +811,9 @@ test_long_lived_message_moved_forward(void **state)
 		assert_int_equal(store_disk_bytes(e.s), on_disk);
 		if (n > most)
 			most = n;
-		if (keep->seg != seg) {
-			assert_true(keep->seg > seg);
-			seg = keep->seg;
+		if (store_msg_segment(keep) != seg) {
+			assert_true(store_msg_segment(keep) > seg);
+			seg = store_msg_segment(keep);
 			moves++;
 		}
 	}
@@ -821,7 +821,7 @@ test_long_lived_message_moved_forward(void **state)
 	/* 200 turns of 6 KB: about 75 segments written, few kept. */
 	if (most > 4 || moves < 10) {
 		print_error("at most %zu segment files, the message moved %zu times (from %u to %u)\n",
-		    most, moves, first_seg, keep->seg);
+		    most, moves, first_seg, store_msg_segment(keep));
 		fail();
 	}
 	assert_true(store_disk_bytes(e.s) <= 4 * segment);
@@ -908,9 +908,9 @@ test_moved_message_and_old_copy_come_back_once(void **state)
 	struct msg *keep = publish(&e, "/queue/keep", keep_id, 300, false);
 	commit(&e);
 	store_delivered(e.s, keep);
-	uint32_t seg = keep->seg;
+	uint32_t seg = store_msg_segment(keep);
 	int turn;
-	for (turn = 0; turn < 200 && keep->seg == seg; turn++) {
+	for (turn = 0; turn < 200 && store_msg_segment(keep) == seg; turn++) {
 		/* Each turn's messages consumed in the same turn: only keep is
 		 * live between turns. */
 		for (int i = 0; i < 10; i++)
@@ -919,7 +919,7 @@ test_moved_message_and_old_copy_come_back_once(void **state)
 		snapshot_segments();
 		commit(&e);
 	}
-	assert_int_not_equal(keep->seg, seg);
+	assert_int_not_equal(store_msg_segment(keep), seg);
 	msg_unref(keep);
 	close_env(&e);
 	/* A crash after the moved copy was written, before the segments it

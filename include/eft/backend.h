@@ -1,0 +1,174 @@
+/* backend.h - the seam between the broker core and where queue messages
+ * are kept besides memory: the journal (store.c, data-dir) or NATS
+ * JetStream (cluster.c, cluster).  At most one backend is on.
+ *
+ * The core calls only these operations; a backend reaches up only through
+ * the events the core registers when it opens the backend (struct
+ * backend_events).  Memory alone is no backend at all: b->backend is NULL
+ * and the in-memory path makes no call.  Every operation may be NULL where
+ * a backend has no use for it.  Modelled on nats-server's StreamStore: the
+ * stream picks its store once, then only calls the interface.
+ *
+ * Promises: every operation that asks the backend to keep something moves
+ * its `promised` number; the backend reports through events->kept how far
+ * it has kept them, all up to a number.  Output that depends on them waits
+ * for that (hold.h). */
+#ifndef EFT_BACKEND_H
+#define EFT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct dest;
+struct msg;
+struct sub;
+
+/* How a message left for good: the one path every such end takes
+ * (backend_gone). */
+enum msg_fate {
+	FATE_CONSUMED,   /* acknowledged, or handed to an auto-ack subscriber */
+	FATE_DEAD,       /* expired, rejected, redelivered too often, pushed out */
+	FATE_PURGED,     /* an administrator purged or deleted its queue */
+	FATE_DROPPED,    /* its durable subscription ended or moved to another topic */
+};
+
+/* How the backend copes: producers wait while it is busy, and what needs
+ * it is refused (an ERROR) while it is failing. */
+enum backend_pressure { BACKEND_OK, BACKEND_BUSY, BACKEND_FAILING };
+
+/* What a backend has to say for the metrics, the admin API and the log. */
+struct backend_stats {
+	uint64_t disk_bytes;      /* journal: bytes on disk */
+	uint64_t disk_limit;      /* journal: max-disk, above which producers wait */
+	uint64_t messages;        /* journal: persistent messages it keeps */
+	bool alarm;               /* journal: over max-disk, or cannot be written */
+	uint64_t syncs;           /* journal: fdatasyncs, their total and longest time */
+	uint64_t sync_total_us, sync_max_us;
+};
+
+struct backend_ops {
+	const char *name;                      /* "journal", "cluster": for log lines */
+	/* m (persistent) is queued at d: keep it.  -1 if out of memory (m is
+	 * then not kept, and the caller refuses it). */
+	int (*keep)(void *impl, struct dest *d, struct msg *m);
+	/* m, kept, was handed to a consumer that must acknowledge it. */
+	void (*delivered)(void *impl, struct msg *m);
+	/* m, kept, left for good. */
+	void (*gone)(void *impl, struct msg *m, enum msg_fate fate);
+	/* m, kept elsewhere and handed out from d, comes back unacknowledged:
+	 * takes the reference (another node may take it). */
+	void (*give_back)(void *impl, struct dest *d, struct msg *m);
+	/* d's subscribers may take more than d holds. */
+	void (*refill)(void *impl, struct dest *d);
+	/* Durable subscription queue is fed by topic from now on (-1 if out
+	 * of memory), or no longer. */
+	int (*bind)(void *impl, const struct dest *queue, const struct dest *topic);
+	void (*unbind)(void *impl, const struct dest *queue);
+	/* Subscriber s of d leaves. */
+	void (*interest_removed)(void *impl, struct dest *d, const struct sub *s);
+	/* What is kept between begin and end is kept whole or not at all;
+	 * begin may be given the room it will need, and fails (-1) if it
+	 * cannot be had.  Pairs nest. */
+	int (*batch_begin)(void *impl, size_t room);
+	void (*batch_end)(void *impl);
+	/* The room keep needs for m queued at a destination named dest_len
+	 * bytes long, and for a settled delivery (for batch_begin). */
+	size_t (*keep_room)(const struct msg *m, size_t dest_len);
+	size_t settle_room;
+	/* The backend's number for everything asked of it so far. */
+	uint64_t (*promised)(const void *impl);
+	enum backend_pressure (*pressure)(void *impl);
+	/* Once per loop turn, before output that waits for it: make what was
+	 * asked this turn kept (the journal's group commit).  -1 while it
+	 * cannot (the reason in error). */
+	int (*flush)(void *impl, uint64_t now_ms, uint64_t next_msg_id);
+	/* Why it is failing, for ERROR frames and the log. */
+	const char *(*error)(const void *impl);
+	void (*stats)(const void *impl, struct backend_stats *out);
+};
+
+/* What a backend may tell the core (registered when it is opened). */
+struct backend_events {
+	void *arg;
+	/* Everything promised up to `kept` is kept now. */
+	void (*kept)(void *arg, uint64_t kept);
+	/* Something was asked that the next flush makes kept: make sure one
+	 * follows this loop turn. */
+	void (*wakeup)(void *arg);
+	/* The wall clock, ms since the epoch. */
+	uint64_t (*now_ms)(void *arg);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	void *impl;
+};
+
+/* The core's calls: each does nothing where the backend has no such
+ * operation.  be may not be NULL (the core checks that first). */
+static inline int
+backend_keep(const struct backend *be, struct dest *d, struct msg *m)
+{
+	return be->ops->keep ? be->ops->keep(be->impl, d, m) : 0;
+}
+
+static inline void
+backend_delivered(const struct backend *be, struct msg *m)
+{
+	if (be->ops->delivered)
+		be->ops->delivered(be->impl, m);
+}
+
+static inline void
+backend_gone(const struct backend *be, struct msg *m, enum msg_fate fate)
+{
+	if (be->ops->gone)
+		be->ops->gone(be->impl, m, fate);
+}
+
+static inline int
+backend_bind(const struct backend *be, const struct dest *queue, const struct dest *topic)
+{
+	return be->ops->bind ? be->ops->bind(be->impl, queue, topic) : 0;
+}
+
+static inline void
+backend_unbind(const struct backend *be, const struct dest *queue)
+{
+	if (be->ops->unbind)
+		be->ops->unbind(be->impl, queue);
+}
+
+static inline int
+backend_batch_begin(const struct backend *be, size_t room)
+{
+	return be->ops->batch_begin ? be->ops->batch_begin(be->impl, room) : 0;
+}
+
+static inline void
+backend_batch_end(const struct backend *be)
+{
+	if (be->ops->batch_end)
+		be->ops->batch_end(be->impl);
+}
+
+static inline uint64_t
+backend_promised(const struct backend *be)
+{
+	return be->ops->promised ? be->ops->promised(be->impl) : 0;
+}
+
+static inline enum backend_pressure
+backend_pressure(const struct backend *be)
+{
+	return be->ops->pressure ? be->ops->pressure(be->impl) : BACKEND_OK;
+}
+
+static inline const char *
+backend_error(const struct backend *be)
+{
+	return be->ops->error ? be->ops->error(be->impl) : "";
+}
+
+#endif
