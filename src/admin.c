@@ -245,9 +245,9 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "messages_queued", n.queued);
 	table_u64(t, "messages_unacked", n.unacked);
 	table_u64(t, "messages_published", st->msgs_in);
-	table_u64(t, "messages_delivered", st->deliveries);
-	table_u64(t, "messages_acknowledged", st->acked);
-	table_u64(t, "messages_redelivered", st->redelivered);
+	table_u64(t, "messages_delivered", st->subs.deliveries);
+	table_u64(t, "messages_acknowledged", st->subs.acked);
+	table_u64(t, "messages_redelivered", st->subs.redelivered);
 	table_u64(t, "messages_dropped", dropped);
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
@@ -346,7 +346,7 @@ conn_subscriptions(struct table *t, const struct conn *c)
 	if (t->fmt == ADMIN_JSON)
 		sbuf_addc(t->out, '[');
 	bool first = true;
-	for (const struct sub *s = c->session.subs; s != NULL; s = s->hh.next) {
+	for (const struct sub *s = c->session.ep.subs; s != NULL; s = s->hh.next) {
 		const char *dn = dest_name(s->dest);
 		size_t dlen = dest_name_len(s->dest);
 		if (t->fmt == ADMIN_TSV) {
@@ -393,7 +393,7 @@ api_connections(struct broker *b, enum admin_format fmt, struct sbuf *out)
 		const struct session *ss = &c->session;
 		const char *peer = strchr(c->peer, ' ');
 		size_t unacked = 0;
-		for (const struct sub *s = ss->subs; s != NULL; s = s->hh.next)
+		for (const struct sub *s = ss->ep.subs; s != NULL; s = s->hh.next)
 			unacked += s->n_unacked;
 		table_row(&t);
 		table_u64(&t, "id", c->id);

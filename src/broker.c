@@ -118,6 +118,16 @@ backend_now_ms(void *arg)
 	return broker_now_ms(arg);
 }
 
+static void
+backend_each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg)
+{
+	const struct broker *b = arg;
+	for (const struct conn *c = b->conns; c != NULL; c = c->next)
+		for (const struct delivery *dl = c->session.ep.deliveries; dl != NULL;
+		    dl = dl->hh.next)
+			fn(dl->msg, fnarg);
+}
+
 void
 broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl)
 {
@@ -367,7 +377,17 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 int
 broker_start_cluster(struct broker *b, char *err, size_t errlen)
 {
-	b->cluster = cluster_start(b, &b->be_events, err, errlen);
+	struct backend_env env = {
+		.base = b->base,
+		.cfg = b->cfg,
+		.dests = &b->dests,
+		.pool = &b->msg_pool,
+		.next_msg_id = &b->next_msg_id,
+		.dropped_no_memory = &b->stats.dropped[STAT_DROP_NO_MEMORY],
+		.dropped_reply_owner_gone = &b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE],
+		.events = &b->be_events,
+	};
+	b->cluster = cluster_start(&env, err, errlen);
 	if (b->cluster == NULL)
 		return -1;
 	broker_set_backend(b, &cluster_backend_ops, b->cluster);
@@ -412,7 +432,7 @@ broker_shutdown(struct broker *b, unsigned grace_ms)
 	/* No message moves to another connection while they all close: what a
 	 * subscriber had goes back to its queue and stays there. */
 	for (struct conn *c = b->conns; c != NULL; c = c->next)
-		c->out_blocked = true;
+		c->session.ep.blocked = true;
 	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		conn_shutdown(c);
@@ -453,7 +473,7 @@ broker_new(struct event_base *base, const struct config *cfg)
 	b->base = base;
 	b->cfg = cfg;
 	b->next_msg_id = 1;
-	b->next_sub_seq = 1;
+	b->dests.next_sub_seq = 1;
 	b->next_session = 1;
 	struct timeval now;
 	gettimeofday(&now, NULL);
@@ -466,6 +486,7 @@ broker_new(struct event_base *base, const struct config *cfg)
 		.kept = backend_kept,
 		.wakeup = backend_wakeup,
 		.now_ms = backend_now_ms,
+		.each_unacked = backend_each_unacked,
 	};
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
 	b->paused_ev = evtimer_new(base, paused_cb, b);

@@ -30,16 +30,14 @@
 #include <nats/nats.h>
 #include <uthash.h>
 
+#include "eft/address.h"
 #include "eft/backend.h"
-#include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/cluster_wire.h"
-#include "eft/conn.h"
+#include "eft/config.h"
 #include "eft/dest.h"
-#include "eft/durable.h"
 #include "eft/log.h"
 #include "eft/msg.h"
-#include "eft/session.h"
 #include "eft/sub.h"
 
 /* A pull request waits this long on the server.  It cannot be taken back:
@@ -103,7 +101,8 @@ struct api {
 };
 
 struct cluster {
-	struct broker *b;
+	struct backend_env env;          /* the core's state it may use */
+	const struct config *cfg;
 	struct event_base *base;
 	natsOptions *opts;
 	natsConnection *nc;
@@ -325,7 +324,7 @@ create_stream(struct cluster *cl, bool topics)
 	    "\"retention\":\"%s\",\"storage\":\"file\",\"num_replicas\":%u,"
 	    "\"duplicate_window\":120000000000}", name,
 	    topics ? CLUSTER_TOPIC_SUBJECTS : CLUSTER_QUEUE_SUBJECTS,
-	    topics ? "interest" : "workqueue", cl->b->cfg->cluster_replicas);
+	    topics ? "interest" : "workqueue", cl->cfg->cluster_replicas);
 	char subject[96];
 	snprintf(subject, sizeof(subject), "$JS.API.STREAM.CREATE.%s", name);
 	if (api_request(cl, topics ? API_TOPIC_STREAM : API_STREAM, 0, subject, json) != 0)
@@ -348,7 +347,7 @@ create_consumer(struct cluster *cl, struct cq *q)
 	    "\"ack_wait\":%llu,\"max_deliver\":-1,\"filter_subject\":\"%s\","
 	    "\"replay_policy\":\"instant\",\"max_waiting\":512,\"max_ack_pending\":-1}}",
 	    q->stream, q->consumer, q->durable ? "new" : "all",
-	    (unsigned long long)cl->b->cfg->cluster_ack_wait_ms * 1000000ull, q->subject);
+	    (unsigned long long)cl->cfg->cluster_ack_wait_ms * 1000000ull, q->subject);
 	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", q->stream,
 	    q->consumer);
 	if (api_request(cl, API_CONSUMER, q->qid, subject, json) == 0)
@@ -530,10 +529,8 @@ republish(struct cluster *cl)
 }
 
 static int
-send_queue(struct cluster *cl, struct conn *c, const char *subject, const char *payload,
-    size_t len)
+send_queue(struct cluster *cl, const char *subject, const char *payload, size_t len)
 {
-	(void)c; /* the core notes what a frame published (cluster_promised) */
 	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
 		return -1;
 	uint64_t seq = cl->next_pub;
@@ -665,10 +662,9 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	}
 	if (q->pull_left > 0 && --q->pull_left == 0)
 		q->pulling = false;
-	struct broker *b = cl->b;
 	bool bad;
-	struct msg *m = cluster_msg_decode(&b->msg_pool, natsMsg_GetData(nm),
-	    (size_t)natsMsg_GetDataLength(nm), b->next_msg_id++, &bad);
+	struct msg *m = cluster_msg_decode(cl->env.pool, natsMsg_GetData(nm),
+	    (size_t)natsMsg_GetDataLength(nm), (*cl->env.next_msg_id)++, &bad);
 	if (m == NULL) {
 		log_error("cluster: %s a message from %s: dropped", bad ? "malformed" :
 		    "out of memory for", q->subject);
@@ -685,7 +681,7 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		natsConnection_Publish(cl->nc, reply, "-NAK", 4);
 		return;
 	}
-	dest_publish(q->dest, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+	dest_publish(q->dest, m, cl->env.dropped_no_memory);
 	if (!q->pulling)
 		refill(cl, q);
 }
@@ -695,17 +691,16 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 static void
 deliver_remote(struct cluster *cl, struct dest *d, natsMsg *nm)
 {
-	struct broker *b = cl->b;
 	bool bad;
-	struct msg *m = cluster_msg_decode(&b->msg_pool, natsMsg_GetData(nm),
-	    (size_t)natsMsg_GetDataLength(nm), b->next_msg_id++, &bad);
+	struct msg *m = cluster_msg_decode(cl->env.pool, natsMsg_GetData(nm),
+	    (size_t)natsMsg_GetDataLength(nm), (*cl->env.next_msg_id)++, &bad);
 	if (m == NULL) {
 		log_error("cluster: %s a message for %s: dropped", bad ? "malformed" :
 		    "out of memory for", dest_name(d));
-		b->stats.dropped[STAT_DROP_NO_MEMORY] += !bad;
+		*cl->env.dropped_no_memory += !bad;
 		return;
 	}
-	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+	dest_publish(d, m, cl->env.dropped_no_memory);
 }
 
 static void
@@ -717,11 +712,10 @@ reply_arrived(struct cluster *cl, natsMsg *nm)
 	char name[512];
 	int n = snprintf(name, sizeof(name), REPLY_PREFIX "eft.%s%s", cl->token, random ? random :
 	    "");
-	struct broker *b = cl->b;
-	struct dest *d = n > 0 && (size_t)n < sizeof(name) ? dests_find(&b->dests, name,
+	struct dest *d = n > 0 && (size_t)n < sizeof(name) ? dests_find(cl->env.dests, name,
 	    (size_t)n) : NULL;
 	if (d == NULL || dest_temp(d) == NULL) {
-		b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]++;
+		(*cl->env.dropped_reply_owner_gone)++;
 		return;
 	}
 	deliver_remote(cl, d, nm);
@@ -875,7 +869,7 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 	} else if (!up && cl->connected) {
 		cl->connected = false;
 		log_warn("cluster: lost NATS (%s); clustered destinations get an ERROR until it is "
-		    "back, retrying", cl->b->cfg->cluster);
+		    "back, retrying", cl->cfg->cluster);
 	}
 	int attempts = atomic_load(&cl->reconnects);
 	/* Each doubling of the attempts is logged: enough to see, not a flood. */
@@ -935,13 +929,16 @@ progress_dest(const struct dest *d, void *arg)
  * cluster-wide at a time, however slow.  A node that dies stops doing it,
  * and the ack wait then hands its messages to other nodes. */
 static void
+in_progress_cb(const struct msg *m, void *arg)
+{
+	in_progress(arg, m);
+}
+
+static void
 keep_held(struct cluster *cl)
 {
-	struct broker *b = cl->b;
-	dests_foreach(&b->dests, progress_dest, cl);
-	for (struct conn *c = b->conns; c != NULL; c = c->next)
-		for (struct delivery *dl = c->session.deliveries; dl != NULL; dl = dl->hh.next)
-			in_progress(cl, dl->msg);
+	dests_foreach(cl->env.dests, progress_dest, cl);
+	cl->events->each_unacked(cl->events->arg, in_progress_cb, cl);
 }
 
 static void
@@ -961,7 +958,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 		create_stream(cl, true);
 	republish(cl);
 	forget_lost_requests(cl, now);
-	if (cl->queues != NULL && now - cl->progress_ms >= cl->b->cfg->cluster_ack_wait_ms / 3) {
+	if (cl->queues != NULL && now - cl->progress_ms >= cl->cfg->cluster_ack_wait_ms / 3) {
 		cl->progress_ms = now;
 		keep_held(cl);
 	}
@@ -1125,7 +1122,7 @@ cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s)
 /* ---- SEND ---- */
 
 int
-cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,
+cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err)
 {
 	if (!cl->connected || (kind == ADDR_QUEUE && !cl->stream_ready)) {
@@ -1165,7 +1162,7 @@ cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const c
 	cluster_msg_encode(m, payload);
 	int rc;
 	if (kind == ADDR_QUEUE)
-		rc = send_queue(cl, c, subject, payload, size);
+		rc = send_queue(cl, subject, payload, size);
 	else
 		rc = natsConnection_Publish(cl->nc, subject, payload, (int)size) == NATS_OK ? 0 : -1;
 	free(payload);
@@ -1293,34 +1290,35 @@ cluster_prepare_libevent(void)
 static int
 set_servers(struct cluster *cl, char *err, size_t errlen)
 {
-	char list[sizeof(cl->b->cfg->cluster)];
+	char list[sizeof(cl->cfg->cluster)];
 	const char *urls[32];
 	int n = 0;
-	snprintf(list, sizeof(list), "%s", cl->b->cfg->cluster);
+	snprintf(list, sizeof(list), "%s", cl->cfg->cluster);
 	char *save = NULL;
 	for (char *u = strtok_r(list, ", ", &save); u != NULL && n < 32; u = strtok_r(NULL, ", ",
 	    &save))
 		urls[n++] = u;
 	if (natsOptions_SetServers(cl->opts, urls, n) != NATS_OK) {
-		snprintf(err, errlen, "cluster: %s: %s", cl->b->cfg->cluster, nats_GetLastError(NULL));
+		snprintf(err, errlen, "cluster: %s: %s", cl->cfg->cluster, nats_GetLastError(NULL));
 		return -1;
 	}
 	return 0;
 }
 
 struct cluster *
-cluster_start(struct broker *b, const struct backend_events *ev, char *err, size_t errlen)
+cluster_start(const struct backend_env *env, char *err, size_t errlen)
 {
-	const struct config *cfg = b->cfg;
+	const struct config *cfg = env->cfg;
 	struct cluster *cl = calloc(1, sizeof(*cl));
 	if (cl == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	cl->b = b;
-	cl->events = ev;
-	cl->base = b->base;
-	b->msg_pool.drop_kept = drop_ack;
+	cl->env = *env;
+	cl->cfg = cfg;
+	cl->events = env->events;
+	cl->base = env->base;
+	env->pool->drop_kept = drop_ack;
 	cl->next_pub = 1;
 	if (cfg->node_name[0]) {
 		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
@@ -1341,8 +1339,8 @@ cluster_start(struct broker *b, const struct backend_events *ev, char *err, size
 	/* the inbox's random tail names this run */
 	snprintf(cl->instance, sizeof(cl->instance), "%s", inbox + 7);
 	natsInbox_Destroy(inbox);
-	cl->state_ev = event_new(b->base, -1, 0, state_cb, cl);
-	cl->tick_ev = event_new(b->base, -1, EV_PERSIST, tick_cb, cl);
+	cl->state_ev = event_new(cl->base, -1, 0, state_cb, cl);
+	cl->tick_ev = event_new(cl->base, -1, EV_PERSIST, tick_cb, cl);
 	if (cl->state_ev == NULL || cl->tick_ev == NULL || natsOptions_Create(&cl->opts) != NATS_OK) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -1427,8 +1425,7 @@ cluster_stop(struct cluster *cl)
 {
 	if (cl == NULL)
 		return;
-	struct broker *b = cl->b;
-	dests_foreach_mutable(&b->dests, give_back_all, cl);
+	dests_foreach_mutable(cl->env.dests, give_back_all, cl);
 	atomic_store(&cl->closing, true);
 	if (cl->nc != NULL) {
 		/* What was written to the connection's buffer goes out now: the

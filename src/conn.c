@@ -44,6 +44,7 @@ static void conn_readable(void *arg);
 static void conn_writable(void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void paused_unlink(struct conn *c);
+static void conn_output_added_cb(void *arg);
 
 uint64_t
 conn_now_ms(const struct conn *c)
@@ -79,7 +80,7 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
-	session_init(&c->session, c, b);
+	session_init(&c->session, c, b, c->peer, &c->out, conn_output_added_cb, c);
 	const struct config *cfg = b->cfg;
 	struct parser_limits limits = {
 		.max_frame = cfg->max_frame_size,
@@ -295,7 +296,7 @@ conn_output_added(struct conn *c)
 	const struct config *cfg = c->broker->cfg;
 	size_t len = outbuf_length(&c->out);
 	if (len >= cfg->output_high_water) {
-		c->out_blocked = true;
+		c->session.ep.blocked = true;
 		/* Only topic deliveries pass the high-water mark by much: a
 		 * subscriber that does not read is cut off at the flush. */
 		if (len > cfg->max_output)
@@ -304,13 +305,19 @@ conn_output_added(struct conn *c)
 	broker_want_flush(c->broker, c);
 }
 
+static void
+conn_output_added_cb(void *arg)
+{
+	conn_output_added(arg);
+}
+
 /* Output drained: let the connection's queue subscriptions take messages again. */
 static void
 conn_unblock(struct conn *c)
 {
-	c->out_blocked = false;
+	c->session.ep.blocked = false;
 	struct sub *s, *tmp;
-	HASH_ITER(hh, c->session.subs, s, tmp) {
+	HASH_ITER(hh, c->session.ep.subs, s, tmp) {
 		if (dest_kind(s->dest) == DEST_QUEUE && sub_can_take(s)) {
 			dest_ready_add(s->dest, s);
 			dest_dispatch(s->dest);
@@ -425,7 +432,7 @@ conn_flush(struct conn *c)
 		conn_linger(c);
 		return 0;
 	}
-	if (c->out_blocked && all < c->broker->cfg->output_high_water / 2)
+	if (c->session.ep.blocked && all < c->broker->cfg->output_high_water / 2)
 		conn_unblock(c);
 	return 0;
 }

@@ -513,6 +513,15 @@ dest_temp(const struct dest *d)
 	return d->temp;
 }
 
+int
+dests_set_hooks(struct dests *t, const struct dests_hooks *hooks)
+{
+	if (t->hooks.arg != NULL)
+		return -1;
+	t->hooks = *hooks;
+	return 0;
+}
+
 const struct backend *
 dest_backend(const struct dest *d)
 {
@@ -971,7 +980,7 @@ dest_restore(struct dest *d, struct msg *m, bool redelivered)
 }
 
 void
-dest_requeue(struct dest *d, struct msg *m)
+dest_give_back(struct dest *d, struct msg *m)
 {
 	d->q.out--;
 	const struct backend *be = d->owner->backend;

@@ -88,7 +88,7 @@ dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
 	if (b->cluster != NULL && dest_temp(dlq) == NULL) {
 		/* In a cluster the dead-letter queue is a clustered queue too. */
 		const char *err;
-		if (cluster_send(b->cluster, NULL, ADDR_QUEUE, dlq_name, dlq_len, copy, &err) != 0) {
+		if (cluster_send(b->cluster, ADDR_QUEUE, dlq_name, dlq_len, copy, &err) != 0) {
 			log_error("cluster: a dead letter for %s was dropped: %s", dlq_name, err);
 			b->stats.dead_lettered[why]--;
 			b->stats.dropped[STAT_DROP_EXPIRED + why]++;
@@ -130,12 +130,14 @@ expiry_cb(evutil_socket_t fd, short what, void *arg)
 int
 lifetime_start(struct broker *b)
 {
-	b->dests.hooks = (struct dests_hooks){
+	const struct dests_hooks hooks = {
 		.arg = b,
 		.now_ms = clock_ms,
 		.policy = policy_of,
 		.dead = dead,
 	};
+	if (dests_set_hooks(&b->dests, &hooks) != 0)
+		return -1;
 	struct timeval tv = { 0, EXPIRY_TICK_MS * 1000 };
 	b->expiry_ev = event_new(b->base, -1, EV_PERSIST, expiry_cb, b);
 	b->expiry_more_ev = evtimer_new(b->base, expiry_cb, b);

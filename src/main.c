@@ -171,8 +171,19 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		    "nothing to reload (other settings take effect at a restart)");
 }
 
-int
-main(int argc, char **argv)
+/* The command line: flags into flag_key/flag_val (applied after the file,
+ * in order), --config into *config_path.  Returns -1 to go on, or the exit
+ * status (--help, --version, a bad argument). */
+enum { MAX_FLAGS = 8 + CONFIG_MAX_LISTENERS + CONFIG_MAX_POLICIES };
+struct flags {
+	const char *config_path;
+	const char *key[MAX_FLAGS];
+	const char *val[MAX_FLAGS];
+	int n;
+};
+
+static int
+parse_args(int argc, char **argv, struct flags *fl)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'L' },
@@ -187,28 +198,22 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config_path = NULL;
-	/* Flags are applied after the file, so remember them in order. */
-	enum { MAX_FLAGS = 8 + CONFIG_MAX_LISTENERS + CONFIG_MAX_POLICIES };
-	const char *flag_key[MAX_FLAGS];
-	const char *flag_val[MAX_FLAGS];
-	int nflags = 0, opt;
-
+	int opt;
 	opterr = 0; /* one line of our own instead of getopt's */
 	while ((opt = getopt_long(argc, argv, ":L:b:p:c:l:d:Vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'L': case 'b': case 'p': case 'l': case 'd': case 'R': case 'P':
-			if (nflags == MAX_FLAGS) {
+			if (fl->n == MAX_FLAGS) {
 				fprintf(stderr, "eftd: too many flags\n");
 				return 1;
 			}
-			flag_key[nflags] = opt == 'L' ? "listen" : opt == 'b' ? "bind" :
+			fl->key[fl->n] = opt == 'L' ? "listen" : opt == 'b' ? "bind" :
 			    opt == 'p' ? "port" : opt == 'd' ? "data-dir" : opt == 'R' ? "recover" :
 			    opt == 'P' ? "policy" : "log-level";
-			flag_val[nflags++] = opt == 'R' ? "yes" : optarg;
+			fl->val[fl->n++] = opt == 'R' ? "yes" : optarg;
 			break;
 		case 'c':
-			config_path = optarg;
+			fl->config_path = optarg;
 			break;
 		case 'V':
 			printf("eftd %s\n", EFT_VERSION);
@@ -232,88 +237,70 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: unexpected argument '%s'; try 'eftd --help'\n", argv[optind]);
 		return 1;
 	}
+	return -1;
+}
 
-	struct config cfg;
+/* The settings: defaults, the file, then the flags; checked.  -1 with one
+ * line on stderr. */
+static int
+load_config(struct config *cfg, const struct flags *fl)
+{
 	char err[512];
-	config_defaults(&cfg);
-	if (config_path != NULL && config_load(&cfg, config_path, err, sizeof(err)) != 0) {
+	config_defaults(cfg);
+	if (fl->config_path != NULL && config_load(cfg, fl->config_path, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
-		return 1;
+		return -1;
 	}
-	for (int i = 0; i < nflags; i++) {
-		if (config_set(&cfg, flag_key[i], flag_val[i], err, sizeof(err)) != 0) {
+	for (int i = 0; i < fl->n; i++) {
+		if (config_set(cfg, fl->key[i], fl->val[i], err, sizeof(err)) != 0) {
 			fprintf(stderr, "eftd: --%s\n", err);
-			return 1;
+			return -1;
 		}
 	}
-	if (config_check(&cfg, err, sizeof(err)) != 0) {
+	if (config_check(cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
-		return 1;
+		return -1;
 	}
-	log_set_level(cfg.log_level);
-	if (cfg.log_file[0] != '\0' && log_open_file(cfg.log_file, err, sizeof(err)) != 0) {
+	log_set_level(cfg->log_level);
+	if (cfg->log_file[0] != '\0' && log_open_file(cfg->log_file, err, sizeof(err)) != 0) {
 		fprintf(stderr, "eftd: %s\n", err);
-		return 1;
+		return -1;
 	}
-	/* A peer that vanishes must not kill the broker; write() reports EPIPE. */
-	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
 
-	int rc = 1;
-	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
-	struct broker *b = NULL;
-	/* libnats's own threads (reconnects, pings) touch the loop: only then
-	 * does libevent need its locks. */
-	if (cfg.cluster[0] != '\0' && cluster_prepare_libevent() != 0) {
-		fprintf(stderr, "eftd: cannot make libevent thread-aware for the cluster\n");
-		return 1;
-	}
-	struct event_base *base = event_base_new();
-	if (base == NULL) {
-		fprintf(stderr, "eftd: cannot create the event loop\n");
-		return 1;
-	}
-	b = broker_new(base, &cfg);
-	if (b == NULL) {
-		fprintf(stderr, "eftd: out of memory\n");
-		goto out;
-	}
-	if (cfg.users_file[0] != '\0') {
-		if (auth_load(&b->auth, cfg.users_file, err, sizeof(err)) != 0) {
-			fprintf(stderr, "eftd: %s\n", err);
-			goto out;
-		}
+/* Users, the journal, the connection limit, the cluster and the listeners,
+ * in that order (a client never finds the node without its cluster).  -1
+ * with one line in err. */
+static int
+start_broker(struct broker *b, char *err, size_t errlen)
+{
+	const struct config *cfg = b->cfg;
+	if (cfg->users_file[0] != '\0') {
+		if (auth_load(&b->auth, cfg->users_file, err, errlen) != 0)
+			return -1;
 		size_t n = auth_count(b->auth);
 		log_info("%zu user%s from %s; anonymous connections %s", n, n == 1 ? "" : "s",
-		    cfg.users_file, cfg.allow_anonymous ? "allowed" : "refused");
+		    cfg->users_file, cfg->allow_anonymous ? "allowed" : "refused");
 	}
-	if (cfg.data_dir[0] != '\0' && broker_open_store(b, err, sizeof(err)) != 0) {
-		fprintf(stderr, "eftd: %s\n", err);
-		goto out;
-	}
+	if (cfg->data_dir[0] != '\0' && broker_open_store(b, err, errlen) != 0)
+		return -1;
 	size_t fit = raise_fd_limit();
-	b->max_conns = cfg.max_connections && cfg.max_connections < fit ? cfg.max_connections : fit;
-	if (cfg.max_connections > fit)
+	b->max_conns = cfg->max_connections && cfg->max_connections < fit ? cfg->max_connections :
+	    fit;
+	if (cfg->max_connections > fit)
 		log_warn("max-connections %zu is more than the open-file limit allows: using %zu",
-		    cfg.max_connections, fit);
-	/* Before the listeners: a client never finds the node without its cluster. */
-	if (cfg.cluster[0] != '\0' && broker_start_cluster(b, err, sizeof(err)) != 0) {
-		fprintf(stderr, "eftd: %s\n", err);
-		goto out;
-	}
-	if (broker_listen(b, err, sizeof(err)) != 0) {
-		fprintf(stderr, "eftd: %s\n", err);
-		goto out;
-	}
-	sigint = evsignal_new(base, SIGINT, stop_cb, b);
-	sigterm = evsignal_new(base, SIGTERM, stop_cb, b);
-	sighup = evsignal_new(base, SIGHUP, reload_cb, b);
-	if (sigint == NULL || sigterm == NULL || sighup == NULL || event_add(sigint, NULL) != 0 ||
-	    event_add(sigterm, NULL) != 0 || event_add(sighup, NULL) != 0) {
-		fprintf(stderr, "eftd: cannot install signal handlers\n");
-		goto out;
-	}
+		    cfg->max_connections, fit);
+	if (cfg->cluster[0] != '\0' && broker_start_cluster(b, err, errlen) != 0)
+		return -1;
+	return broker_listen(b, err, errlen);
+}
+
+static void
+log_started(const struct broker *b)
+{
 	log_info("eft %s (libevent %s, %s, %s)", EFT_VERSION, event_get_version(),
-	    event_base_get_method(base), OpenSSL_version(OPENSSL_VERSION));
+	    event_base_get_method(b->base), OpenSSL_version(OPENSSL_VERSION));
 	for (const struct listener *l = b->listeners; l != NULL; l = l->next)
 		log_info("listening on %s://%s%s%s:%u%s", l->where.scheme,
 		    strchr(l->where.host, ':') ? "[" : "", l->where.host,
@@ -322,16 +309,16 @@ main(int argc, char **argv)
 	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (b->cluster != NULL)
 		log_info("cluster node %s: queues in JetStream stream EFT_QUEUES (replicas %u), "
-		    "topics and replies over NATS", cluster_node(b->cluster), cfg.cluster_replicas);
-	else if (b->store == NULL)
+		    "topics and replies over NATS", cluster_node(b->cluster), b->cfg->cluster_replicas);
+	else if (b->backend == NULL)
 		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
 		    "will not survive a restart");
-	if (event_base_dispatch(base) < 0) {
-		fprintf(stderr, "eftd: event loop failed\n");
-		goto out;
-	}
-	broker_close_all(b);
-	broker_stop_cluster(b); /* gives back what this node held */
+}
+
+/* What is left after a clean stop; the last line logged. */
+static void
+log_stopped(const struct broker *b)
+{
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
 	struct backend_stats bs;
 	bool journal = broker_backend_stats(b, &bs);
@@ -347,11 +334,64 @@ main(int argc, char **argv)
 		log_info("journal: %llu fsyncs, mean %.2f ms, max %.2f ms",
 		    (unsigned long long)bs.syncs, (double)bs.sync_total_us / bs.syncs / 1000.0,
 		    (double)bs.sync_max_us / 1000.0);
-	/* The last line logged. */
 	log_info("stopped: %llu connections, %llu messages in, %llu deliveries, "
 	    "%llu replies dropped (temp-queue owner gone)",
 	    (unsigned long long)b->stats.connections, (unsigned long long)b->stats.msgs_in,
-	    (unsigned long long)b->stats.deliveries, (unsigned long long)b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]);
+	    (unsigned long long)b->stats.subs.deliveries,
+	    (unsigned long long)b->stats.dropped[STAT_DROP_REPLY_OWNER_GONE]);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct flags fl = { 0 };
+	int rc = parse_args(argc, argv, &fl);
+	if (rc >= 0)
+		return rc;
+	struct config cfg;
+	if (load_config(&cfg, &fl) != 0)
+		return 1;
+	/* A peer that vanishes must not kill the broker; write() reports EPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	/* libnats's own threads (reconnects, pings) touch the loop: only then
+	 * does libevent need its locks. */
+	if (cfg.cluster[0] != '\0' && cluster_prepare_libevent() != 0) {
+		fprintf(stderr, "eftd: cannot make libevent thread-aware for the cluster\n");
+		return 1;
+	}
+	struct event_base *base = event_base_new();
+	if (base == NULL) {
+		fprintf(stderr, "eftd: cannot create the event loop\n");
+		return 1;
+	}
+	rc = 1;
+	char err[512];
+	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
+	struct broker *b = broker_new(base, &cfg);
+	if (b == NULL) {
+		fprintf(stderr, "eftd: out of memory\n");
+		goto out;
+	}
+	if (start_broker(b, err, sizeof(err)) != 0) {
+		fprintf(stderr, "eftd: %s\n", err);
+		goto out;
+	}
+	sigint = evsignal_new(base, SIGINT, stop_cb, b);
+	sigterm = evsignal_new(base, SIGTERM, stop_cb, b);
+	sighup = evsignal_new(base, SIGHUP, reload_cb, b);
+	if (sigint == NULL || sigterm == NULL || sighup == NULL || event_add(sigint, NULL) != 0 ||
+	    event_add(sigterm, NULL) != 0 || event_add(sighup, NULL) != 0) {
+		fprintf(stderr, "eftd: cannot install signal handlers\n");
+		goto out;
+	}
+	log_started(b);
+	if (event_base_dispatch(base) < 0) {
+		fprintf(stderr, "eftd: event loop failed\n");
+		goto out;
+	}
+	broker_close_all(b);
+	broker_stop_cluster(b); /* gives back what this node held */
+	log_stopped(b);
 	rc = 0;
 out:
 	if (b != NULL)

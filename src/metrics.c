@@ -215,7 +215,7 @@ metrics_render(struct broker *b, struct sbuf *out)
 		    st->frames_in[i]);
 	}
 	family(out, "eft_frames_sent_total", "counter", "STOMP frames sent, by command.");
-	sample_label(out, "eft_frames_sent_total", "command", "MESSAGE", 7, st->deliveries);
+	sample_label(out, "eft_frames_sent_total", "command", "MESSAGE", 7, st->subs.deliveries);
 	for (int i = 0; i < STAT_OUT_COUNT; i++)
 		sample_label(out, "eft_frames_sent_total", "command", out_names[i],
 		    strlen(out_names[i]), st->frames_out[i]);
@@ -223,10 +223,10 @@ metrics_render(struct broker *b, struct sbuf *out)
 	counter(out, "eft_messages_published_total",
 	    "Messages sent to a destination (in a transaction: at its COMMIT).", st->msgs_in);
 	counter(out, "eft_messages_delivered_total", "Messages delivered to subscribers.",
-	    st->deliveries);
-	counter(out, "eft_messages_acknowledged_total", "Queue deliveries acknowledged.", st->acked);
+	    st->subs.deliveries);
+	counter(out, "eft_messages_acknowledged_total", "Queue deliveries acknowledged.", st->subs.acked);
 	counter(out, "eft_messages_redelivered_total",
-	    "Deliveries of messages a consumer had been given before.", st->redelivered);
+	    "Deliveries of messages a consumer had been given before.", st->subs.redelivered);
 	family(out, "eft_messages_dropped_total", "counter",
 	    "Messages that reached nobody, by reason.");
 	for (int i = 0; i < STAT_DROP_COUNT; i++)

@@ -323,9 +323,10 @@ handle_connect(struct conn *c, struct frame *f)
 	const struct header *cid = frame_find(f, "client-id");
 	if (cid != NULL && (c->session.client_id = strndup(cid->value, cid->value_len)) == NULL)
 		return fail_oom(c, f);
-	c->session.version = (enum stomp_version)v;
+	session_set_version(&c->session, (enum stomp_version)v);
 	c->parser.version = c->session.version;
 	c->state = CONN_OPEN;
+	c->session.ep.open = true;
 	c->session.id = c->broker->next_session++;
 	unsigned floor = c->broker->cfg->heartbeat_min_ms;
 	c->hb_send_ms = heartbeat_interval(cy, floor);
@@ -545,11 +546,11 @@ handle_subscribe(struct conn *c, struct frame *f)
 		if (tq == NULL)
 			return fail_oom(c, f);
 		if (tq->auto_sub != NULL)
-			sub_free(tq->auto_sub);
+			sub_end(tq->auto_sub);
 	}
 
 	struct sub *dup;
-	HASH_FIND(hh, c->session.subs, id, id_len, dup);
+	HASH_FIND(hh, c->session.ep.subs, id, id_len, dup);
 	if (dup != NULL)
 		return fail(c, f, "subscription id already in use",
 		    "This connection already has a subscription '%.*s'.",
@@ -561,14 +562,14 @@ handle_subscribe(struct conn *c, struct frame *f)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
-	if (HASH_COUNT(c->session.subs) >= c->broker->cfg->max_subscriptions) {
+	if (HASH_COUNT(c->session.ep.subs) >= c->broker->cfg->max_subscriptions) {
 		char message[96];
 		snprintf(message, sizeof(message), "too many subscriptions: over %zu "
 		    "(max-subscriptions is %zu)", c->broker->cfg->max_subscriptions,
 		    c->broker->cfg->max_subscriptions);
 		return fail(c, f, message,
 		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
-		    HASH_COUNT(c->session.subs));
+		    HASH_COUNT(c->session.ep.subs));
 	}
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
@@ -625,7 +626,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 		selector_free(sel);
 		return fail_oom(c, f);
 	}
-	struct sub *s = sub_new(&c->session, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch,
+	struct sub *s = sub_new(&c->session.ep, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch,
 	    sel);
 	if (s == NULL) {
 		dests_release(dests, d);
@@ -635,7 +636,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	if (cl != NULL && tq == NULL && (crc = is_durable ?
 	    cluster_durable_added(cl, d, s, dh->value, dh->value_len) :
 	    cluster_sub_added(cl, d, s)) != 0) {
-		sub_free(s);
+		sub_end(s);
 		return crc == -1 ? fail_oom(c, f) : fail_cluster(c, f, ROUTE_CLUSTER_NAME);
 	}
 	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
@@ -690,13 +691,13 @@ handle_unsubscribe(struct conn *c, struct frame *f)
 		return RESULT_FAILED;
 	struct sub *s = NULL;
 	if (h != NULL)
-		HASH_FIND(hh, c->session.subs, h->value, h->value_len, s);
+		HASH_FIND(hh, c->session.ep.subs, h->value, h->value_len, s);
 	if (s == NULL && !is_durable)
 		return fail(c, f, "no such subscription",
 		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
 		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
 	if (s != NULL)
-		sub_free(s);
+		sub_end(s);
 	return is_durable ? end_durable(c, f, durable, durable_len, s != NULL) : RESULT_OK;
 }
 
@@ -719,15 +720,15 @@ find_delivery(struct conn *c, const struct frame *f, struct delivery_key *k)
 		return false;
 	struct sub *s, *tmp;
 	if (sh != NULL) {
-		HASH_FIND(hh, c->session.subs, sh->value, sh->value_len, s);
+		HASH_FIND(hh, c->session.ep.subs, sh->value, sh->value_len, s);
 		if (s == NULL)
 			return false;
 		k->sub_seq = s->seq;
 		return true;
 	}
-	HASH_ITER(hh, c->session.subs, s, tmp) {
+	HASH_ITER(hh, c->session.ep.subs, s, tmp) {
 		k->sub_seq = s->seq;
-		if (sub_find_delivery(&c->session, k) != NULL)
+		if (sub_find_delivery(&c->session.ep, k) != NULL)
 			return true;
 	}
 	return false;
@@ -755,7 +756,7 @@ settle(struct conn *c, struct frame *f, bool nack)
 	    frame_header_is(f, "requeue", "false") ? SETTLE_REJECT : SETTLE_NACK;
 	if (t != NULL)
 		return tx_add_settle(t, &k, how) == 0 ? RESULT_OK : fail_oom(c, f);
-	sub_settle(&c->session, &k, how);
+	sub_settle(&c->session.ep, &k, how);
 	return RESULT_OK;
 }
 

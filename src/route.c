@@ -141,7 +141,7 @@ route_cluster(struct session *ss, const char *name, size_t len, enum address_kin
 {
 	struct broker *b = ss->broker;
 	const char *err = NULL;
-	int rc = cluster_send(b->cluster, ss->conn, kind, name, len, m, &err);
+	int rc = cluster_send(b->cluster, kind, name, len, m, &err);
 	if (rc != 0) {
 		log_info("%s: SEND to %.*s refused: %s", session_peer(ss), (int)(len > 200 ? 200 : len),
 		    name, err);

@@ -2,27 +2,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eft/conn.h"
+#include "eft/broker.h"
 #include "eft/session.h"
 #include "eft/sub.h"
 #include "eft/temp.h"
 #include "eft/tx.h"
 
 void
-session_init(struct session *s, struct conn *c, struct broker *b)
+session_init(struct session *s, struct conn *c, struct broker *b, const char *peer,
+    struct outbuf *out, void (*output_added)(void *arg), void *arg)
 {
 	memset(s, 0, sizeof(*s));
 	s->conn = c;
 	s->broker = b;
-	s->version = STOMP_1_0;
+	s->peer = peer;
+	s->ep = (struct endpoint){
+		.out = out,
+		.output_added = output_added,
+		.arg = arg,
+		.dests = &b->dests,
+		.counts = &b->stats.subs,
+	};
+	session_set_version(s, STOMP_1_0);
 }
 
 void
 session_end(struct session *s)
 {
 	struct sub *sub, *stmp;
-	HASH_ITER(hh, s->subs, sub, stmp) {
-		sub_free(sub);
+	s->ep.open = false;
+	HASH_ITER(hh, s->ep.subs, sub, stmp) {
+		sub_end(sub);
 	}
 	struct tx *t, *ttmp;
 	HASH_ITER(hh, s->txs, t, ttmp) {
@@ -33,10 +43,4 @@ session_end(struct session *s)
 	s->send_cache = NULL;
 	free(s->client_id);
 	s->client_id = NULL;
-}
-
-const char *
-session_peer(const struct session *s)
-{
-	return s->conn->peer;
 }

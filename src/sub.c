@@ -9,13 +9,9 @@
 #include <string.h>
 
 #include "eft/backend.h"
-#include "eft/broker.h"
-#include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/selector.h"
-#include "eft/session.h"
 #include "eft/sub.h"
-#include "eft/temp.h"
 #include "eft/wire.h"
 
 int
@@ -41,7 +37,7 @@ consumed(const struct dest *d, struct msg *m)
 }
 
 struct sub *
-sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool has_id,
+sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool has_id,
     enum ack_mode ack, uint32_t prefetch, struct selector *sel)
 {
 	struct sub *s = calloc(1, sizeof(*s));
@@ -49,7 +45,7 @@ sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool 
 		selector_free(sel);
 		return NULL;
 	}
-	size_t esc = has_id ? frame_escaped_len(ss->version, id, id_len) : 0;
+	size_t esc = has_id ? frame_escaped_len(ep->version, id, id_len) : 0;
 	s->id = malloc(id_len + 1);
 	s->sub_line = malloc(has_id ? esc + 15 : 1);
 	if (s->id == NULL || s->sub_line == NULL) {
@@ -65,26 +61,26 @@ sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len, bool 
 	if (has_id) {
 		char *p = s->sub_line;
 		memcpy(p, "subscription:", 13);
-		p = frame_escape(ss->version, p + 13, id, id_len);
+		p = frame_escape(ep->version, p + 13, id, id_len);
 		*p++ = '\n';
 		s->sub_line_len = (size_t)(p - s->sub_line);
 	}
 	s->sub_line[s->sub_line_len] = '\0';
-	s->session = ss;
+	s->ep = ep;
 	s->dest = d;
 	s->ack = ack;
 	s->prefetch = prefetch;
 	s->selector = sel;
-	s->seq = ss->broker->next_sub_seq++;
+	s->seq = ep->dests->next_sub_seq++;
 	dest_sub_add(d, s);
-	HASH_ADD_KEYPTR(hh, ss->subs, s->id, s->id_len, s);
+	HASH_ADD_KEYPTR(hh, ep->subs, s->id, s->id_len, s);
 	if (dest_kind(d) == DEST_QUEUE && sub_can_take(s))
 		dest_ready_add(d, s);
 	return s;
 }
 
 static void
-delivery_unlink(struct session *ss, struct delivery *dl)
+delivery_unlink(struct endpoint *ep, struct delivery *dl)
 {
 	struct sub *s = dl->sub;
 	if (dl->prev)
@@ -96,33 +92,32 @@ delivery_unlink(struct session *ss, struct delivery *dl)
 	else
 		s->unacked_tail = dl->prev;
 	s->n_unacked--;
-	HASH_DEL(ss->deliveries, dl);
+	HASH_DEL(ep->deliveries, dl);
 }
 
 void
-sub_free(struct sub *s)
+sub_end(struct sub *s)
 {
-	struct session *ss = s->session;
+	struct endpoint *ep = s->ep;
 	struct dest *d = s->dest;
 
 	dest_sub_remove(d, s);
-	HASH_DEL(ss->subs, s);
-	struct temp *t = dest_temp(d);
-	if (t != NULL && t->auto_sub == s)
-		t->auto_sub = NULL;
+	HASH_DEL(ep->subs, s);
+	if (s->owner_ref != NULL)
+		*s->owner_ref = NULL;
 
 	/* Newest first onto the head of the queue keeps the original order. */
 	while (s->unacked_tail != NULL) {
 		struct delivery *dl = s->unacked_tail;
-		delivery_unlink(ss, dl);
-		dest_requeue(d, dl->msg);
+		delivery_unlink(ep, dl);
+		dest_give_back(d, dl->msg);
 		free(dl);
 	}
 	const struct backend *be = dest_backend(d);
 	if (be != NULL && be->ops->interest_removed != NULL)
 		be->ops->interest_removed(be->impl, d, s);
 	dest_dispatch(d);
-	dests_release(&ss->broker->dests, d);
+	dests_release(ep->dests, d);
 	selector_free(s->selector);
 	free(s->id);
 	free(s->sub_line);
@@ -197,9 +192,7 @@ sub_matches(const struct sub *s, const struct msg *m)
 bool
 sub_can_take(const struct sub *s)
 {
-	const struct conn *c = s->session->conn;
-	return c->state == CONN_OPEN && !c->out_blocked &&
-	    (s->prefetch == 0 || s->n_unacked < s->prefetch);
+	return s->ep->open && !s->ep->blocked && (s->prefetch == 0 || s->n_unacked < s->prefetch);
 }
 
 size_t
@@ -227,13 +220,12 @@ sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out)
 int
 sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 {
-	struct session *ss = s->session;
-	struct conn *c = ss->conn;
+	struct endpoint *ep = s->ep;
 	char ack[48];
 	size_t ack_len = 0;
 	struct delivery *dl = NULL;
 
-	if (s->ack != ACK_AUTO && ss->version == STOMP_1_2)
+	if (s->ack != ACK_AUTO && ep->version == STOMP_1_2)
 		ack_len = sub_ack_id(ack, sizeof(ack), s->seq, m->id);
 	/* Topics keep nothing to give back, so only queue deliveries wait for an ACK. */
 	if (s->ack != ACK_AUTO && dest_kind(s->dest) == DEST_QUEUE) {
@@ -246,17 +238,17 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		dl->sub = s;
 		dl->redelivered = redelivered;
 	}
-	if (wire_message(&c->out, ss->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
+	if (wire_message(ep->out, ep->version, s, m, ack_len ? ack : NULL, ack_len, redelivered) != 0) {
 		free(dl);
 		return -1;
 	}
 	if (dl != NULL) {
 		struct delivery *dup;
-		HASH_FIND(hh, ss->deliveries, &dl->key, sizeof(dl->key), dup);
+		HASH_FIND(hh, ep->deliveries, &dl->key, sizeof(dl->key), dup);
 		if (dup != NULL) {
 			/* The same message again on the same subscription (NACKed and
 			 * redelivered while an older copy is still listed): keep one. */
-			delivery_unlink(ss, dup);
+			delivery_unlink(ep, dup);
 			dest_settled(s->dest);
 			msg_unref(dup->msg);
 			free(dup);
@@ -268,7 +260,7 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 			s->unacked_head = dl;
 		s->unacked_tail = dl;
 		s->n_unacked++;
-		HASH_ADD(hh, ss->deliveries, key, sizeof(dl->key), dl);
+		HASH_ADD(hh, ep->deliveries, key, sizeof(dl->key), dl);
 		if (m->kept != NULL)
 			backend_delivered(dest_backend(s->dest), m);
 	} else {
@@ -276,24 +268,24 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 			consumed(s->dest, m);
 		msg_unref(m);
 	}
-	ss->broker->stats.deliveries++;
-	ss->broker->stats.redelivered += redelivered;
-	conn_output_added(c);
+	ep->counts->deliveries++;
+	ep->counts->redelivered += redelivered;
+	ep->output_added(ep->arg);
 	return 0;
 }
 
 struct delivery *
-sub_find_delivery(struct session *ss, const struct delivery_key *k)
+sub_find_delivery(struct endpoint *ep, const struct delivery_key *k)
 {
 	struct delivery *dl;
-	HASH_FIND(hh, ss->deliveries, k, sizeof(*k), dl);
+	HASH_FIND(hh, ep->deliveries, k, sizeof(*k), dl);
 	return dl;
 }
 
 bool
-sub_settle(struct session *ss, const struct delivery_key *k, enum settle how)
+sub_settle(struct endpoint *ep, const struct delivery_key *k, enum settle how)
 {
-	struct delivery *dl = sub_find_delivery(ss, k);
+	struct delivery *dl = sub_find_delivery(ep, k);
 	if (dl == NULL)
 		return false;
 	struct sub *s = dl->sub;
@@ -302,14 +294,14 @@ sub_settle(struct session *ss, const struct delivery_key *k, enum settle how)
 	struct delivery *stop = s->ack == ACK_CLIENT ? NULL : dl->prev;
 	while (dl != stop) {
 		struct delivery *prev = dl->prev;
-		delivery_unlink(ss, dl);
+		delivery_unlink(ep, dl);
 		if (how == SETTLE_NACK) {
-			dest_requeue(s->dest, dl->msg);
+			dest_give_back(s->dest, dl->msg);
 		} else if (how == SETTLE_REJECT) {
 			dest_reject(s->dest, dl->msg);
 		} else {
 			dest_settled(s->dest);
-			ss->broker->stats.acked++;
+			ep->counts->acked++;
 			if (dl->msg->kept != NULL)
 				consumed(s->dest, dl->msg);
 			msg_unref(dl->msg);

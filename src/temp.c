@@ -80,12 +80,13 @@ temp_auto_subscribe(struct session *ss, struct temp *t)
 		return 0;
 	/* The id is the name the client chose: RabbitMQ clients match replies on it. */
 	struct sub *s;
-	HASH_FIND(hh, ss->subs, t->name, t->name_len, s);
+	HASH_FIND(hh, ss->ep.subs, t->name, t->name_len, s);
 	if (s != NULL)
 		return -2; /* the client uses that id for another destination */
-	t->auto_sub = sub_new(ss, t->dest, t->name, t->name_len, true, ACK_AUTO, 0, NULL);
+	t->auto_sub = sub_new(&ss->ep, t->dest, t->name, t->name_len, true, ACK_AUTO, 0, NULL);
 	if (t->auto_sub == NULL)
 		return -1;
+	t->auto_sub->owner_ref = &t->auto_sub; /* cleared when it ends */
 	dest_dispatch(t->dest);
 	return 0;
 }

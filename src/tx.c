@@ -173,7 +173,7 @@ tx_commit(struct session *ss, struct tx *t)
 	for (op = t->head; op != NULL; op = op->next) {
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
-			sub_settle(ss, &op->key, op->how);
+			sub_settle(&ss->ep, &op->key, op->how);
 			continue;
 		}
 		if (cl != NULL && route_clustered(ss, op->dest, op->dest_len, op->dest_kind)) {

@@ -18,6 +18,9 @@
 #define TEMP_PREFIX_LEN 12
 #define REPLY_PREFIX "/reply-queue/"
 #define REPLY_PREFIX_LEN 13
+/* The queue of durable subscription NAME is /durable/NAME (durable.c). */
+#define DURABLE_PREFIX "/durable/"
+#define DURABLE_NAME_MAX 512
 
 enum address_kind {
 	ADDR_QUEUE,       /* /queue/NAME */

@@ -20,8 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct config;
 struct dest;
+struct dests;
+struct event_base;
 struct msg;
+struct msg_pool;
 struct sub;
 
 /* How a message left for good: the one path every such end takes
@@ -98,6 +102,20 @@ struct backend_events {
 	void (*wakeup)(void *arg);
 	/* The wall clock, ms since the epoch. */
 	uint64_t (*now_ms)(void *arg);
+	/* fn on every message handed out and not yet acknowledged. */
+	void (*each_unacked)(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg);
+};
+
+/* What of the core's state a backend may use, given when it is opened. */
+struct backend_env {
+	struct event_base *base;
+	const struct config *cfg;
+	struct dests *dests;
+	struct msg_pool *pool;
+	uint64_t *next_msg_id;                /* message ids: take one with (*next_msg_id)++ */
+	uint64_t *dropped_no_memory;          /* the broker's counts of messages dropped ... */
+	uint64_t *dropped_reply_owner_gone;
+	const struct backend_events *events;
 };
 
 struct backend {

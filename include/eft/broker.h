@@ -17,6 +17,7 @@
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/msg.h"
+#include "eft/sub.h"
 
 struct event_base;
 struct event;
@@ -28,7 +29,7 @@ struct store;
 struct http_server;
 struct cluster;
 
-/* Frames eftd sends, by command (MESSAGE is stats.deliveries). */
+/* Frames eftd sends, by command (MESSAGE is stats.subs.deliveries). */
 enum stat_out { STAT_OUT_CONNECTED, STAT_OUT_RECEIPT, STAT_OUT_ERROR, STAT_OUT_COUNT };
 /* Why a message went nowhere. */
 enum stat_drop {
@@ -54,9 +55,7 @@ struct broker_stats {
 	uint64_t frames_in[CMD_COUNT];        /* by command (CMD_UNKNOWN: not a command) */
 	uint64_t frames_out[STAT_OUT_COUNT];
 	uint64_t msgs_in;                     /* SENDs applied (at COMMIT in a transaction) */
-	uint64_t deliveries;                  /* MESSAGE frames */
-	uint64_t redelivered;                 /* ... of messages a consumer had before */
-	uint64_t acked;                       /* queue deliveries acknowledged */
+	struct sub_counts subs;               /* deliveries, redeliveries, acknowledgements */
 	uint64_t dropped[STAT_DROP_COUNT];
 	uint64_t dead_lettered[DEATH_COUNT];  /* died, and sent to a dead-letter queue */
 	uint64_t connections;                 /* accepted */
@@ -68,7 +67,6 @@ struct broker {
 	const struct config *cfg;
 	struct dests dests;
 	uint64_t next_msg_id;
-	uint64_t next_sub_seq;
 	uint64_t next_session;
 	uint64_t next_conn_id;               /* names connections in the admin API */
 	uint64_t started_ms;                 /* wall clock at broker_new */

@@ -16,9 +16,7 @@
 
 #include "eft/address.h"
 
-struct backend_events;
-struct broker;
-struct conn;
+struct backend_env;
 struct dest;
 struct msg;
 struct sub;
@@ -32,8 +30,7 @@ int cluster_prepare_libevent(void);
 /* Connect (retrying in the background if NATS cannot be reached yet: one
  * log line, then retries with backoff).  NULL with a reason in err if the
  * settings are refused or out of memory. */
-struct cluster *cluster_start(struct broker *b, const struct backend_events *ev, char *err,
-    size_t errlen);
+struct cluster *cluster_start(const struct backend_env *env, char *err, size_t errlen);
 /* Give back what this node holds (buffered and unacknowledged queue
  * messages go to other nodes at once), then close. */
 void cluster_stop(struct cluster *cl);
@@ -57,7 +54,7 @@ const char *cluster_node(const struct cluster *cl);
  * the caller also delivers it here.  0: sent (m's reference is the
  * caller's still); else a CLUSTER_* code, and *err says it in words.
  * A queue SEND moves cluster_promised: a receipt waits for JetStream's ack. */
-int cluster_send(struct cluster *cl, struct conn *c, enum address_kind kind, const char *name,
+int cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err);
 /* Is /reply-queue/name another node's temp-queue? */
 bool cluster_reply_is_remote(const struct cluster *cl, const char *name, size_t len);

@@ -36,7 +36,6 @@ struct conn {
 	struct outbuf out;
 	struct parser parser;
 	enum conn_state state;
-	bool out_blocked;              /* output above the high-water mark: no queue deliveries */
 	bool overflow;                 /* output past max-output: cut off at the next flush */
 	bool in_flush;
 	struct conn *flush_prev, *flush_next;

@@ -15,7 +15,7 @@
  * their queue.
  *
  * Message references: a function that takes a message (dest_publish,
- * dest_requeue, dest_restore) takes the caller's reference.  Queuing never
+ * dest_give_back, dest_restore) takes the caller's reference.  Queuing never
  * allocates (the lists are in the messages), so a message given back is
  * never lost for want of memory. */
 #ifndef EFT_DEST_H
@@ -70,8 +70,9 @@ struct dest_expiry {
 struct dests {
 	struct dest *by_name;
 	uint64_t freed;      /* bumped whenever a destination is freed (caches check it) */
+	uint64_t next_sub_seq; /* names the next subscription (sub.c): unique broker-wide */
 	size_t count;
-	struct dests_hooks hooks;
+	struct dests_hooks hooks;     /* set with dests_set_hooks */
 	/* Where messages are kept besides memory (backend.h), or NULL: a
 	 * message it keeps (m->kept) given back goes to it (give_back), and a
 	 * remote queue (dest_remote) is refilled from it. */
@@ -80,6 +81,9 @@ struct dests {
 	size_t nexpiry, expiry_cap;
 };
 
+/* The owner's hooks, registered once at start (lifetime.c): -1 if some
+ * were registered already, so that no start-up order can lose them. */
+int dests_set_hooks(struct dests *t, const struct dests_hooks *hooks);
 struct dest *dests_find(struct dests *t, const char *name, size_t len);
 /* Find or create; NULL if out of memory. */
 struct dest *dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind);
@@ -157,10 +161,12 @@ void dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
 /* Is queue d at a limit of its policy that makes producers wait (overflow
  * block, max-queue-messages or max-queue-bytes)? */
 bool dest_full(const struct dest *d);
-/* A queue message handed out comes back unacknowledged: it goes to the head
- * of its priority, marked redelivered, or dies if it came back more than
+/* A queue message handed out comes back unacknowledged.  Whoever keeps it
+ * decides: a backend that keeps it elsewhere (the cluster) takes it back
+ * (another node may have it); otherwise it goes to the head of its
+ * priority, marked redelivered, or dies if it came back more than
  * max-redeliveries times.  Takes the reference. */
-void dest_requeue(struct dest *d, struct msg *m);
+void dest_give_back(struct dest *d, struct msg *m);
 /* A queue message handed out was rejected (NACK requeue:false): it dies. */
 void dest_reject(struct dest *d, struct msg *m);
 /* Put a message read back from the journal at the tail of queue d, without

@@ -18,13 +18,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "eft/address.h"
+
 struct broker;
 struct dest;
 struct frame;
 struct session;
 
-#define DURABLE_PREFIX "/durable/"
-#define DURABLE_NAME_MAX 512
 
 /* The queue name of the durable subscription a SUBSCRIBE or UNSUBSCRIBE
  * frame names (in either dialect), in out; false if it names none. */

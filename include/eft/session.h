@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "eft/frame.h"
+#include "eft/sub.h"
 
 struct auth_user;
 struct broker;
@@ -28,8 +29,8 @@ struct session {
 	uint64_t id;                   /* "session:eft-ID" in CONNECTED; 0 before */
 	const struct auth_user *user;  /* who logged in; NULL: anonymous, may do anything */
 	char *client_id;               /* CONNECT's client-id (ActiveMQ durable subscriptions), or NULL */
-	struct sub *subs;              /* by id */
-	struct delivery *deliveries;   /* unacked, by key */
+	struct endpoint ep;            /* its subscriptions and unacked deliveries (sub.h) */
+	const char *peer;              /* the connection's name for log lines */
 	struct tx *txs;                /* open transactions, by name */
 	struct temp *temps;            /* temp-queues, by /temp-queue/NAME */
 	struct dest *send_cache;       /* where the last SEND went, valid while */
@@ -38,13 +39,27 @@ struct session {
 	size_t send_cache_len;
 };
 
-void session_init(struct session *s, struct conn *c, struct broker *b);
+/* A new session for connection c (named peer in log lines), writing to
+ * out; output_added(arg) is called when a delivery added output. */
+void session_init(struct session *s, struct conn *c, struct broker *b, const char *peer,
+    struct outbuf *out, void (*output_added)(void *arg), void *arg);
 /* Give back everything: subscriptions end (their unacknowledged messages go
  * back to the head of their queues), open transactions are dropped, and
  * temp-queues are deleted with their messages.  The session stays usable
  * as an empty one. */
 void session_end(struct session *s);
 /* The connection's name for log lines ("tcp 127.0.0.1:5000"). */
-const char *session_peer(const struct session *s);
+static inline const char *
+session_peer(const struct session *s)
+{
+	return s->peer;
+}
+/* CONNECT negotiated version v. */
+static inline void
+session_set_version(struct session *s, enum stomp_version v)
+{
+	s->version = v;
+	s->ep.version = v;
+}
 
 #endif

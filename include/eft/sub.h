@@ -15,7 +15,31 @@
 #include "eft/dest.h"
 #include "eft/msg.h"
 
-struct session;
+struct outbuf;
+
+/* Counts of what subscriptions did, kept by the broker (its statistics). */
+struct sub_counts {
+	uint64_t deliveries;                  /* MESSAGE frames */
+	uint64_t redelivered;                 /* ... of messages a consumer had before */
+	uint64_t acked;                       /* queue deliveries acknowledged */
+};
+
+/* Where one session's subscriptions deliver, and what they hold.  The
+ * connection fills it in and keeps `open` and `blocked` up to date; sub.c
+ * knows no connection and no session, only this. */
+struct endpoint {
+	struct outbuf *out;                   /* MESSAGE frames are written here */
+	enum stomp_version version;
+	bool open;                            /* the session is open (CONNECTed, not closing) */
+	bool blocked;                         /* output above the high-water mark: no queue
+	                                         deliveries until it drains */
+	void (*output_added)(void *arg);      /* output was added: write it (and check limits) */
+	void *arg;
+	struct sub *subs;                     /* by id */
+	struct delivery *deliveries;          /* unacked, by key */
+	struct dests *dests;
+	struct sub_counts *counts;
+};
 
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
 
@@ -34,7 +58,7 @@ struct delivery_key {
 };
 
 struct delivery {
-	UT_hash_handle hh;                 /* in session->deliveries */
+	UT_hash_handle hh;                 /* in ep->deliveries */
 	struct delivery_key key;
 	struct msg *msg;
 	struct sub *sub;
@@ -43,13 +67,15 @@ struct delivery {
 };
 
 struct sub {
-	UT_hash_handle hh;                 /* in session->subs, keyed by id */
+	UT_hash_handle hh;                 /* in ep->subs, keyed by id */
 	char *id;                          /* the client's id (1.0 without id: the destination) */
 	size_t id_len;
 	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id */
 	size_t sub_line_len;
-	struct session *session;
+	struct endpoint *ep;
 	struct dest *dest;
+	struct sub **owner_ref;            /* if not NULL, set to NULL when it ends (a temp-queue's
+	                                      auto_sub) */
 	enum ack_mode ack;
 	uint64_t seq;                      /* broker-unique, names deliveries */
 	uint32_t prefetch;                 /* most unacked deliveries; 0 = no limit */
@@ -71,14 +97,16 @@ struct sub {
 
 int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
 
-/* Subscribe ss to d; NULL if out of memory.  has_id: the client named the
+/* Subscribe ep to d; NULL if out of memory.  has_id: the client named the
  * subscription.  The subscription takes sel (may be NULL) either way. */
-struct sub *sub_new(struct session *ss, struct dest *d, const char *id, size_t id_len,
+struct sub *sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len,
     bool has_id, enum ack_mode ack, uint32_t prefetch, struct selector *sel);
 /* Does s's selector (if any) want m? */
 bool sub_matches(const struct sub *s, const struct msg *m);
-/* End a subscription: unacked queue messages go back to their queue. */
-void sub_free(struct sub *s);
+/* End a subscription: its unacked queue messages are given back
+ * (dest_give_back), the backend hears that its interest is gone, and the
+ * destination hands what it holds to its other subscribers. */
+void sub_end(struct sub *s);
 
 /* May s be given another message now? */
 bool sub_can_take(const struct sub *s);
@@ -93,8 +121,8 @@ int sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out);
 /* Settle the delivery with key k as `how` says: in client mode it and every
  * older delivery of its subscription.  Returns false if no such delivery is
  * pending. */
-bool sub_settle(struct session *ss, const struct delivery_key *k, enum settle how);
+bool sub_settle(struct endpoint *ep, const struct delivery_key *k, enum settle how);
 /* The pending delivery with key k, or NULL. */
-struct delivery *sub_find_delivery(struct session *ss, const struct delivery_key *k);
+struct delivery *sub_find_delivery(struct endpoint *ep, const struct delivery_key *k);
 
 #endif

@@ -220,7 +220,7 @@ check_broker(void)
 	for (struct conn *c = broker->conns; c != NULL; c = c->next) {
 		size_t unacked = 0;
 		struct sub *s, *stmp;
-		HASH_ITER(hh, c->session.subs, s, stmp) {
+		HASH_ITER(hh, c->session.ep.subs, s, stmp) {
 			CHECK(s->session == &c->session, "subscription '%s' of another session", s->id);
 			size_t n = 0;
 			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
@@ -234,8 +234,8 @@ check_broker(void)
 			    s->id, n, s->prefetch);
 			unacked += n;
 		}
-		CHECK(unacked == HASH_COUNT(c->session.deliveries), "%zu unacked listed, %u in the hash",
-		    unacked, HASH_COUNT(c->session.deliveries));
+		CHECK(unacked == HASH_COUNT(c->session.ep.deliveries), "%zu unacked listed, %u in the hash",
+		    unacked, HASH_COUNT(c->session.ep.deliveries));
 	}
 }
 

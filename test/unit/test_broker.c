@@ -173,7 +173,7 @@ test_client_ack_cumulative(void **state)
 	free(out);
 	feed(c, frame);
 	struct sub *s;
-	HASH_FIND(hh, c->session.subs, "s", 1, s);
+	HASH_FIND(hh, c->session.ep.subs, "s", 1, s);
 	assert_non_null(s);
 	assert_int_equal(s->n_unacked, 2);
 
@@ -204,7 +204,7 @@ test_client_individual_and_nack(void **state)
 	assert_null(strstr(out, "\nack:")); /* 1.1 has no ack header */
 	free(out);
 	struct sub *s;
-	HASH_FIND(hh, c->session.subs, "s", 1, s);
+	HASH_FIND(hh, c->session.ep.subs, "s", 1, s);
 	uint64_t first = s->unacked_head->msg->id, second = s->unacked_tail->msg->id;
 	char frame[128];
 	/* 1.1: ACK by subscription and message-id; only the second one. */
