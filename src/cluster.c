@@ -1121,6 +1121,50 @@ cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s)
 
 /* ---- SEND ---- */
 
+/* The subject a SEND to name goes to, into subject (SUBJECT_MAX bytes), and
+ * m's size on the wire: 0, or CLUSTER_NAME / CLUSTER_SIZE (cluster_send's
+ * refusals that no retry mends). */
+static int
+check_send(const struct cluster *cl, enum address_kind kind, const char *name, size_t len,
+    const struct msg *m, char *subject, size_t *size, const char **err)
+{
+	size_t plen;
+	const char *part = queue_part(name, len, &plen);
+	size_t n;
+	if (kind == ADDR_REPLY_QUEUE) {
+		/* /reply-queue/eft.NODE.RANDOM -> eft.n.NODE.RANDOM */
+		const char *tail = name + REPLY_PREFIX_LEN + 4;
+		n = (size_t)snprintf(subject, SUBJECT_MAX, "eft.n.%.*s", (int)(len -
+		    REPLY_PREFIX_LEN - 4), tail);
+		if (n >= SUBJECT_MAX)
+			n = 0;
+	} else {
+		n = cluster_escape(subject, SUBJECT_MAX, kind == ADDR_QUEUE ? "eft.q." : "eft.t.",
+		    part, plen);
+	}
+	if (n == 0) {
+		*err = "destination name too long for the cluster";
+		return CLUSTER_NAME;
+	}
+	*size = cluster_msg_size(m);
+	/* Only the server we are connected to says how much it takes. */
+	int64_t max = cl->connected ? natsConnection_GetMaxPayload(cl->nc) : 0;
+	if (max > 0 && *size + 128 > (uint64_t)max) {
+		*err = "message too large for the cluster";
+		return CLUSTER_SIZE;
+	}
+	return 0;
+}
+
+int
+cluster_check_send(const struct cluster *cl, enum address_kind kind, const char *name,
+    size_t len, const struct msg *m, const char **err)
+{
+	char subject[SUBJECT_MAX];
+	size_t size;
+	return check_send(cl, kind, name, len, m, subject, &size, err);
+}
+
 int
 cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err)
@@ -1130,37 +1174,16 @@ cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
 		return CLUSTER_DOWN;
 	}
 	char subject[SUBJECT_MAX];
-	size_t plen;
-	const char *part = queue_part(name, len, &plen);
-	size_t n;
-	if (kind == ADDR_REPLY_QUEUE) {
-		/* /reply-queue/eft.NODE.RANDOM -> eft.n.NODE.RANDOM */
-		const char *tail = name + REPLY_PREFIX_LEN + 4;
-		n = (size_t)snprintf(subject, sizeof(subject), "eft.n.%.*s", (int)(len -
-		    REPLY_PREFIX_LEN - 4), tail);
-		if (n >= sizeof(subject))
-			n = 0;
-	} else {
-		n = cluster_escape(subject, sizeof(subject), kind == ADDR_QUEUE ? "eft.q." : "eft.t.",
-		    part, plen);
-	}
-	if (n == 0) {
-		*err = "destination name too long for the cluster";
-		return CLUSTER_NAME;
-	}
-	size_t size = cluster_msg_size(m);
-	int64_t max = natsConnection_GetMaxPayload(cl->nc);
-	if (max > 0 && size + 128 > (uint64_t)max) {
-		*err = "message too large for the cluster";
-		return CLUSTER_SIZE;
-	}
+	size_t size;
+	int rc = check_send(cl, kind, name, len, m, subject, &size, err);
+	if (rc != 0)
+		return rc;
 	char *payload = malloc(size);
 	if (payload == NULL) {
 		*err = "out of memory";
 		return CLUSTER_NOMEM;
 	}
 	cluster_msg_encode(m, payload);
-	int rc;
 	if (kind == ADDR_QUEUE)
 		rc = send_queue(cl, subject, payload, size);
 	else

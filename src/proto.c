@@ -489,8 +489,18 @@ handle_send(struct conn *c, struct frame *f)
 		}
 	}
 	struct dest *d = NULL;
-	int rc = t ? tx_add_send(t, m, dh->value, dh->value_len, kind)
-		   : route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
+	int rc;
+	if (t == NULL) {
+		rc = route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
+	} else {
+		/* A SEND the cluster could never take is refused now, as it is
+		 * outside a transaction: at COMMIT it would refuse all of it. */
+		const char *why;
+		rc = route_clustered(&c->session, dh->value, dh->value_len, kind) ?
+		    cluster_check_send(c->broker->cluster, kind, dh->value, dh->value_len, m, &why) : 0;
+		if (rc == 0)
+			rc = tx_add_send(t, m, dh->value, dh->value_len, kind);
+	}
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
 		return rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);

@@ -134,15 +134,21 @@ tx_commit(struct session *ss, struct tx *t)
 {
 	struct tx_op *op;
 	const struct backend *be = ss->broker->backend;
-	/* In a cluster, all of it or none: NATS must be there now. */
+	/* In a cluster, all of it or none: NATS must be there now, and take
+	 * every SEND (one it refuses after others went would be lost). */
 	struct cluster *cl = ss->broker->cluster;
 	for (op = t->head; cl != NULL && op != NULL; op = op->next) {
-		if (op->kind == TX_SEND && route_clustered(ss, op->dest, op->dest_len, op->dest_kind) &&
-		    !cluster_up(cl)) {
-			log_info("%s: transaction %s not committed: cluster unavailable",
-			    session_peer(ss), t->name);
+		if (op->kind != TX_SEND || !route_clustered(ss, op->dest, op->dest_len, op->dest_kind))
+			continue;
+		const char *why = "cluster unavailable";
+		int rc = cluster_up(cl) ? cluster_check_send(cl, op->dest_kind, op->dest, op->dest_len,
+		    op->msg, &why) : ROUTE_CLUSTER_DOWN;
+		if (rc != 0) {
+			log_info("%s: transaction %s not committed: %s (SEND to %.*s)",
+			    session_peer(ss), t->name, why, (int)(op->dest_len > 200 ? 200 :
+			    op->dest_len), op->dest);
 			tx_free(ss, t);
-			return ROUTE_CLUSTER_DOWN;
+			return rc;
 		}
 	}
 	/* Destinations are looked up now: one may have come and gone since SEND. */
@@ -177,9 +183,10 @@ tx_commit(struct session *ss, struct tx *t)
 			continue;
 		}
 		if (cl != NULL && route_clustered(ss, op->dest, op->dest_len, op->dest_kind)) {
+			/* Checked above: only out of memory (or NATS gone this instant) is left. */
 			if (route_cluster(ss, op->dest, op->dest_len, op->dest_kind, op->msg) != 0) {
-				log_error("%s: transaction %s: a SEND to %s was lost (cluster)",
-				    session_peer(ss), t->name, op->dest);
+				log_error("%s: transaction %s: a SEND to %.*s was lost (cluster)",
+				    session_peer(ss), t->name, (int)op->dest_len, op->dest);
 				msg_unref(op->msg);
 			}
 			op->msg = NULL;

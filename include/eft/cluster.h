@@ -56,6 +56,12 @@ const char *cluster_node(const struct cluster *cl);
  * A queue SEND moves cluster_promised: a receipt waits for JetStream's ack. */
 int cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err);
+/* Could the cluster ever take this SEND (the name makes a subject, m fits
+ * the connected server's max_payload)?  0, or CLUSTER_NAME / CLUSTER_SIZE
+ * and *err in words: cluster_send's refusals that no retry mends, asked
+ * ahead of it by a transaction. */
+int cluster_check_send(const struct cluster *cl, enum address_kind kind, const char *name,
+    size_t len, const struct msg *m, const char **err);
 /* Is /reply-queue/name another node's temp-queue? */
 bool cluster_reply_is_remote(const struct cluster *cl, const char *name, size_t len);
 /* The broker-wide name of a new temp-queue of this node, into out (cap

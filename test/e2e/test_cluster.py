@@ -258,6 +258,36 @@ class LimitsTest(ClusterBase):
         send(ok, "/queue/big", "small", rid="r")
         ok.expect("RECEIPT", 10)
 
+    def test_a_transaction_with_a_send_over_max_payload_is_refused_whole(self):
+        a = self.node("a")
+        consumer = self.client(a)
+        subscribe(consumer, "/queue/x")
+        c = self.client(a)
+        c.send_frame("BEGIN", [("transaction", "t")])
+        send(c, "/queue/x", "small", [("transaction", "t")])
+        # The ERROR may come at this SEND (and close the connection before
+        # the COMMIT is written) or at the COMMIT: either refuses all of it.
+        try:
+            send(c, "/queue/x", b"x" * (2 << 20), [("transaction", "t")])
+            c.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        except OSError:
+            pass
+        frames, closed = c.drain(10)
+        self.assertTrue(closed, frames)
+        self.assertEqual([f.command for f in frames], ["ERROR"], frames)
+        self.assertEqual(frames[0]["message"], "message too large for the cluster")
+        consumer.expect_nothing(1.0)
+        # A transaction the cluster can take still commits whole.
+        ok = self.client(a)
+        ok.send_frame("BEGIN", [("transaction", "t")])
+        send(ok, "/queue/x", "one", [("transaction", "t")])
+        send(ok, "/queue/x", "two", [("transaction", "t")])
+        ok.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        ok.expect("RECEIPT", 10)
+        self.assertEqual(sorted(read_bodies(consumer, 2, 10)), ["one", "two"])
+        consumer.expect_nothing(0.3)
+        self.assertNotIn("was lost", a.read_log())
+
     def test_a_reply_name_that_cannot_be_a_subject_is_nobodys(self):
         a, b = self.node("a"), self.node("b")
         client, server = self.client(a), self.client(b)
@@ -500,6 +530,28 @@ class NatsRestartTest(ClusterBase):
         got = read_bodies(c, 501, 20)
         self.assertEqual(len(got), len(set(got)))
         self.assertEqual(set(got), {"r%d" % i for i in range(500)} | {"after"})
+
+    def test_a_too_large_send_taken_while_down_refuses_the_commit_whole(self):
+        # While NATS is down nobody says what max_payload is: the SEND is
+        # kept, and COMMIT finds out, before it sends anything.
+        a = self.node("a")
+        nats = self.nats[0]
+        nats.kill()
+        wait_for(lambda: "lost NATS" in a.read_log(), 15, "node a to see NATS gone")
+        c = self.client(a)
+        c.send_frame("BEGIN", [("transaction", "t")])
+        send(c, "/queue/x", "small", [("transaction", "t")])
+        send(c, "/queue/x", b"x" * (2 << 20), [("transaction", "t")], rid="big")
+        c.expect("RECEIPT", 10)
+        nats.start()
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        consumer = self.client(a)
+        subscribe(consumer, "/queue/x")
+        c.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        f = c.expect_error_and_close(10)
+        self.assertEqual(f["message"], "message too large for the cluster")
+        consumer.expect_nothing(1.0)
+        self.assertNotIn("was lost", a.read_log())
 
 
 class NatsClusterTest(ClusterBase):
