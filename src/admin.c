@@ -18,6 +18,7 @@
 #include "eft/log.h"
 #include "eft/metrics.h"
 #include "eft/proto.h"
+#include "eft/server.h"
 #include "eft/sub.h"
 #include "eft/version.h"
 
@@ -251,7 +252,7 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "messages_dropped", dropped);
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
-	table_u64(t, "producers_paused", broker_paused_count(b));
+	table_u64(t, "producers_paused", server_paused_count(b));
 	struct backend_stats bs;
 	if (broker_backend_stats(b, &bs))
 		table_u64(t, "journal_bytes", bs.disk_bytes);

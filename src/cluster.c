@@ -1282,8 +1282,69 @@ op_error(const void *impl)
 	return "NATS cannot be reached";
 }
 
+static bool
+op_carries(const void *impl, int kind, const char *name, size_t len)
+{
+	return kind == ADDR_QUEUE || kind == ADDR_TOPIC ||
+	    (kind == ADDR_REPLY_QUEUE && cluster_reply_is_remote(impl, name, len));
+}
+
+static int
+op_publish(void *impl, int kind, const char *name, size_t len, const struct msg *m,
+    const char **why)
+{
+	return cluster_send(impl, (enum address_kind)kind, name, len, m, why);
+}
+
+static int
+op_check(const void *impl, int kind, const char *name, size_t len, const struct msg *m,
+    const char **why)
+{
+	if (!cluster_up(impl)) {
+		*why = "cluster unavailable";
+		return CLUSTER_DOWN;
+	}
+	return cluster_check_send(impl, (enum address_kind)kind, name, len, m, why);
+}
+
+/* cluster_sub_added and cluster_durable_added say -2 for a name that
+ * cannot be a subject. */
+static int
+op_interest_added(void *impl, struct dest *d, const struct sub *s)
+{
+	int rc = cluster_sub_added(impl, d, s);
+	return rc == -2 ? BACKEND_NAME : rc;
+}
+
+static int
+op_durable_open(void *impl, struct dest *d, const struct sub *s, const char *topic,
+    size_t topic_len)
+{
+	int rc = cluster_durable_added(impl, d, s, topic, topic_len);
+	return rc == -2 ? BACKEND_NAME : rc;
+}
+
+static void
+op_durable_close(void *impl, const char *name, size_t len)
+{
+	cluster_durable_end(impl, name, len);
+}
+
+static size_t
+op_temp_name(const void *impl, char *out, size_t cap, const char *random)
+{
+	return cluster_temp_name(impl, out, cap, random);
+}
+
 const struct backend_ops cluster_backend_ops = {
 	.name = "cluster",
+	.carries = op_carries,
+	.publish = op_publish,
+	.check = op_check,
+	.interest_added = op_interest_added,
+	.durable_open = op_durable_open,
+	.durable_close = op_durable_close,
+	.temp_name = op_temp_name,
 	.gone = op_gone,
 	.give_back = hook_give_back,
 	.refill = hook_refill,

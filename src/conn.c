@@ -39,12 +39,87 @@
 #define LINGER_QUIET_MS 100 /* then, silence after which the write side is shut */
 #define LINGER_IDLE_MS 2000 /* and after that, silence after which the peer is not waited for */
 #define LINGER_BODY_MAX ((size_t)1 << 30) /* most of a refused body we wait for */
+#define PAUSE_CHECK_MS 50   /* paused producers are looked at this often */
 
 static void conn_readable(void *arg);
 static void conn_writable(void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void paused_unlink(struct conn *c);
 static void conn_output_added_cb(void *arg);
+
+/* ---- the set of connections: flush list, held list, paused check ---- */
+
+void
+conn_want_flush(struct conn *c)
+{
+	struct broker *b = c->broker;
+	if (c->in_flush)
+		return;
+	c->in_flush = true;
+	c->flush_prev = NULL;
+	c->flush_next = b->flush_head;
+	if (b->flush_head)
+		b->flush_head->flush_prev = c;
+	b->flush_head = c;
+	event_active(b->flush_ev, EV_WRITE, 0);
+}
+
+void
+conn_flush_remove(struct conn *c)
+{
+	struct broker *b = c->broker;
+	if (!c->in_flush)
+		return;
+	if (c->flush_prev)
+		c->flush_prev->flush_next = c->flush_next;
+	else
+		b->flush_head = c->flush_next;
+	if (c->flush_next)
+		c->flush_next->flush_prev = c->flush_prev;
+	c->flush_prev = c->flush_next = NULL;
+	c->in_flush = false;
+}
+
+/* c has held output: on the broker's held list, which the flush looks at
+ * when the backend kept more. */
+static void
+held_link(struct conn *c)
+{
+	struct broker *b = c->broker;
+	if (c->held)
+		return;
+	c->held = true;
+	c->held_prev = NULL;
+	c->held_next = b->held;
+	if (b->held)
+		b->held->held_prev = c;
+	b->held = c;
+}
+
+static void
+held_unlink(struct conn *c)
+{
+	struct broker *b = c->broker;
+	if (!c->held)
+		return;
+	if (c->held_prev)
+		c->held_prev->held_next = c->held_next;
+	else
+		b->held = c->held_next;
+	if (c->held_next)
+		c->held_next->held_prev = c->held_prev;
+	c->held_prev = c->held_next = NULL;
+	c->held = false;
+}
+
+void
+conn_check_paused_soon(struct broker *b)
+{
+	if (b->paused_ev == NULL || evtimer_pending(b->paused_ev, NULL))
+		return;
+	struct timeval tv = { 0, PAUSE_CHECK_MS * 1000 };
+	evtimer_add(b->paused_ev, &tv);
+}
 
 uint64_t
 conn_now_ms(const struct conn *c)
@@ -137,7 +212,7 @@ conn_close_after_flush(struct conn *c)
 	c->close_deadline_ms = conn_now_ms(c) + CLOSE_GRACE_MS;
 	c->timer_due = 0; /* the grace period replaces every other deadline */
 	conn_schedule(c);
-	broker_want_flush(c->broker, c);
+	conn_want_flush(c);
 }
 
 void
@@ -146,10 +221,10 @@ conn_free(struct conn *c)
 	struct broker *b = c->broker;
 	if (c->paused)
 		paused_unlink(c);
-	broker_unhold(b, c);
+	held_unlink(c);
 	if (!conn_is_closing(c))
 		conn_detach(c);
-	broker_flush_remove(b, c);
+	conn_flush_remove(c);
 	if (c->refused) {
 		b->refusing--;
 	} else {
@@ -302,7 +377,7 @@ conn_output_added(struct conn *c)
 		if (len > cfg->max_output)
 			c->overflow = true;
 	}
-	broker_want_flush(c->broker, c);
+	conn_want_flush(c);
 }
 
 static void
@@ -329,7 +404,7 @@ void
 conn_hold(struct conn *c, uint64_t at, uint64_t end)
 {
 	hold_add(&c->holds, at, end, c->promised);
-	broker_hold(c->broker, c);
+	held_link(c);
 }
 
 bool
@@ -350,7 +425,7 @@ conn_cut_held(struct conn *c)
 		evbuffer_drain(c->out.buf, evbuffer_get_length(c->out.buf));
 		hold_release(&c->holds, UINT64_MAX);
 	}
-	broker_unhold(c->broker, c);
+	held_unlink(c);
 }
 
 /* Write what may be written of buf: everything, or with holds, what comes
@@ -414,7 +489,7 @@ conn_flush(struct conn *c)
 		return 0; /* shut: nothing more is written */
 	/* RECEIPTs whose promises the backend has kept may go now. */
 	if (c->holds.n > 0 && hold_release(&c->holds, c->broker->kept) && c->holds.n == 0)
-		broker_unhold(c->broker, c);
+		held_unlink(c);
 	size_t all, ready = conn_ready(c, &all);
 	if (ready > 0) {
 		ssize_t n = conn_write(c);
@@ -467,7 +542,7 @@ conn_process(struct conn *c)
 		}
 	}
 	if (outbuf_length(&c->out) > 0)
-		broker_want_flush(c->broker, c);
+		conn_want_flush(c);
 }
 
 static void
@@ -533,7 +608,7 @@ static void
 conn_writable(void *arg)
 {
 	struct conn *c = arg;
-	broker_flush_remove(c->broker, c);
+	conn_flush_remove(c);
 	conn_flush(c); /* RECEIPTs the backend has not kept stay held */
 }
 
@@ -632,7 +707,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	} else if (c->hb_send_ms && now - c->last_write_ms >= c->hb_send_ms) {
 		if (outbuf_add(&c->out, "\n", 1) == 0)
-			broker_want_flush(c->broker, c);
+			conn_want_flush(c);
 		c->last_write_ms = now; /* the flush, later this turn, sends it */
 	}
 	conn_schedule(c);
@@ -667,7 +742,7 @@ conn_pause(struct conn *c, struct dest *full)
 	conn_want_read(c, false);
 	c->paused_next = b->paused;
 	b->paused = c;
-	broker_paused_added(b);
+	conn_check_paused_soon(b);
 	log_debug("%s: paused (%s)", c->peer, full ? dest_name(full) : "memory limit");
 }
 

@@ -14,7 +14,6 @@
 
 #include "eft/backend.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/config.h"
 #include "eft/lifetime.h"
 #include "eft/log.h"
@@ -85,11 +84,12 @@ dead(void *arg, struct dest *d, struct msg *m, enum dest_death why)
 		return;
 	}
 	b->stats.dead_lettered[why]++;
-	if (b->cluster != NULL && dest_temp(dlq) == NULL) {
+	if (dest_temp(dlq) == NULL && backend_carries(be, ADDR_QUEUE, dlq_name, dlq_len)) {
 		/* In a cluster the dead-letter queue is a clustered queue too. */
-		const char *err;
-		if (cluster_send(b->cluster, ADDR_QUEUE, dlq_name, dlq_len, copy, &err) != 0) {
-			log_error("cluster: a dead letter for %s was dropped: %s", dlq_name, err);
+		const char *refused;
+		if (be->ops->publish(be->impl, ADDR_QUEUE, dlq_name, dlq_len, copy, &refused) != 0) {
+			log_error("%s: a dead letter for %s was dropped: %s", be->ops->name, dlq_name,
+			    refused);
 			b->stats.dead_lettered[why]--;
 			b->stats.dropped[STAT_DROP_EXPIRED + why]++;
 		}

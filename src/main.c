@@ -14,9 +14,11 @@
 #include "eft/broker.h"
 #include "eft/cluster.h"
 #include "eft/config.h"
+#include "eft/http.h"
 #include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/proto.h"
+#include "eft/server.h"
 #include "eft/tls.h"
 #include "eft/version.h"
 
@@ -96,7 +98,9 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	log_info("signal %d: shutting down (%zu connections to close)", (int)sig, b->nconns);
-	broker_shutdown(b, SHUTDOWN_GRACE_MS);
+	http_server_free(b->http); /* the admin listener too */
+	b->http = NULL;
+	server_shutdown(b, SHUTDOWN_GRACE_MS);
 }
 
 /* SIGHUP, first: a log rotation moved log-file away; write to a new one. */
@@ -269,6 +273,24 @@ load_config(struct config *cfg, const struct flags *fl)
 	return 0;
 }
 
+/* The admin listeners (http://): dashboard, metrics, the API. */
+static int
+open_admin(struct broker *b, char *err, size_t errlen)
+{
+	const struct config *cfg = b->cfg;
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		if (!config_listen_is_http(&cfg->listen[i]))
+			continue;
+		if (b->http == NULL && (b->http = http_server_new(b)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (http_server_bind(b->http, &cfg->listen[i], err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Users, the journal, the connection limit, the cluster and the listeners,
  * in that order (a client never finds the node without its cluster).  -1
  * with one line in err. */
@@ -293,7 +315,9 @@ start_broker(struct broker *b, char *err, size_t errlen)
 		    cfg->max_connections, fit);
 	if (cfg->cluster[0] != '\0' && broker_start_cluster(b, err, errlen) != 0)
 		return -1;
-	return broker_listen(b, err, errlen);
+	if (server_listen(b, err, errlen) != 0)
+		return -1;
+	return open_admin(b, err, errlen);
 }
 
 static void
@@ -367,7 +391,7 @@ main(int argc, char **argv)
 	rc = 1;
 	char err[512];
 	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
-	struct broker *b = broker_new(base, &cfg);
+	struct broker *b = server_new(base, &cfg);
 	if (b == NULL) {
 		fprintf(stderr, "eftd: out of memory\n");
 		goto out;
@@ -389,14 +413,16 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: event loop failed\n");
 		goto out;
 	}
-	broker_close_all(b);
+	server_close_all(b);
 	broker_stop_cluster(b); /* gives back what this node held */
 	log_stopped(b);
 	rc = 0;
 out:
-	if (b != NULL)
+	if (b != NULL) {
+		http_server_free(b->http);
 		broker_stop_cluster(b);
-	broker_free(b);
+	}
+	server_free(b);
 	if (sigint)
 		event_free(sigint);
 	if (sigterm)

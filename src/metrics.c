@@ -16,6 +16,7 @@
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/metrics.h"
+#include "eft/server.h"
 #include "eft/version.h"
 
 static void
@@ -244,7 +245,7 @@ metrics_render(struct broker *b, struct sbuf *out)
 	gauge(out, "eft_message_memory_limit_bytes",
 	    "max-memory: above it producers wait.", b->max_memory);
 	gauge(out, "eft_producers_paused", "Producers not read from until a limit clears.",
-	    broker_paused_count(b));
+	    server_paused_count(b));
 	gauge(out, "eft_memory_alarm", "1 while message memory is over max-memory.",
 	    b->memory_alarm);
 	struct backend_stats bs;

@@ -15,7 +15,6 @@
 #include "eft/auth.h"
 #include "eft/backend.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/durable.h"
@@ -32,6 +31,11 @@
 #include "eft/wire.h"
 
 enum result { RESULT_OK, RESULT_DONE, RESULT_FAILED };
+
+/* At most max bytes of (p, len) shown back in an ERROR: the arguments of a
+ * "%.*s".  SHOWN(h): a header's value, at most 200 bytes. */
+#define SHOWN_N(p, len, max) (int)((len) > (max) ? (max) : (len)), (p)
+#define SHOWN(h) SHOWN_N((h)->value, (h)->value_len, 200)
 
 typedef enum result (*handler_fn)(struct conn *c, struct frame *f);
 
@@ -156,7 +160,7 @@ require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
 		    "'%.*s' is not a destination: use /queue/NAME (each message to one "
 		    "subscriber), /topic/NAME (each message to every subscriber) or "
 		    "/temp-queue/NAME (a private reply queue).",
-		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+		    SHOWN(h));
 		return NULL;
 	}
 	return h;
@@ -174,7 +178,7 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
 	if (t == NULL) {
 		*failed = true;
 		fail(c, f, "unknown transaction", "%s names transaction '%.*s', which was not begun.",
-		    frame_cmd_name(f->cmd), (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+		    frame_cmd_name(f->cmd), SHOWN(h));
 	}
 	return t;
 }
@@ -304,7 +308,7 @@ handle_connect(struct conn *c, struct frame *f)
 		char detail[256];
 		snprintf(detail, sizeof(detail),
 		    "Supported protocol versions are 1.0, 1.1 and 1.2; the client accepts '%.*s'.",
-		    (int)(av->value_len > 100 ? 100 : av->value_len), av->value);
+		    SHOWN_N(av->value, av->value_len, 100));
 		send_error(c, f, EFT_LOG_INFO, "unsupported protocol version", "version:1.0,1.1,1.2\n",
 		    detail);
 		return RESULT_FAILED;
@@ -314,7 +318,7 @@ handle_connect(struct conn *c, struct frame *f)
 	if (v >= STOMP_1_1 && hb != NULL && parse_heartbeat(hb, &cx, &cy) != 0)
 		return fail(c, f, "malformed heart-beat header",
 		    "heart-beat must be two numbers of milliseconds, 'cx,cy'; got '%.*s'.",
-		    (int)(hb->value_len > 100 ? 100 : hb->value_len), hb->value);
+		    SHOWN_N(hb->value, hb->value_len, 100));
 
 	const struct header *login = frame_get(f, HDR_LOGIN);
 	if (!authenticate(c, f, login))
@@ -372,10 +376,10 @@ fail_unstored(struct conn *c, const struct frame *f)
 static enum result
 fail_cluster(struct conn *c, const struct frame *f, int why)
 {
-	if (why == ROUTE_CLUSTER_NAME)
+	if (why == BACKEND_NAME)
 		return fail(c, f, "destination name too long for the cluster", "A clustered "
 		    "destination's name becomes a NATS subject; this one is too long.");
-	if (why == ROUTE_CLUSTER_SIZE)
+	if (why == BACKEND_SIZE)
 		return fail(c, f, "message too large for the cluster", "A clustered message must "
 		    "fit NATS's max_payload (1 MB unless nats-server is set otherwise); this one "
 		    "does not.");
@@ -385,8 +389,6 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 	    frame_cmd_name(f->cmd));
 }
 
-/* A number header of at most 200 bytes shown back in an ERROR. */
-#define SHOWN(h) (int)((h)->value_len > 200 ? 200 : (h)->value_len), (h)->value
 
 /* A message's priority and expiry from the SEND's headers, in either
  * dialect: priority 0-9 (JMS/ActiveMQ; RabbitMQ's larger ones count as 9),
@@ -437,8 +439,7 @@ handle_send(struct conn *c, struct frame *f)
 		return RESULT_FAILED;
 	if (!auth_may_write(c->session.user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
-		    auth_user_name(c->session.user), (int)(dh->value_len > 200 ? 200 : dh->value_len),
-		    dh->value);
+		    auth_user_name(c->session.user), SHOWN(dh));
 	bool failed;
 	struct tx *t = frame_tx(c, f, &failed);
 	if (failed)
@@ -496,8 +497,10 @@ handle_send(struct conn *c, struct frame *f)
 		/* A SEND the cluster could never take is refused now, as it is
 		 * outside a transaction: at COMMIT it would refuse all of it. */
 		const char *why;
-		rc = route_clustered(&c->session, dh->value, dh->value_len, kind) ?
-		    cluster_check_send(c->broker->cluster, kind, dh->value, dh->value_len, m, &why) : 0;
+		rc = route_carried(&c->session, dh->value, dh->value_len, kind) ?
+		    be->ops->check(be->impl, (int)kind, dh->value, dh->value_len, m, &why) : 0;
+		if (rc == BACKEND_DOWN)
+			rc = 0; /* the COMMIT finds out, when it checks again */
 		if (rc == 0)
 			rc = tx_add_send(t, m, dh->value, dh->value_len, kind);
 	}
@@ -526,18 +529,35 @@ blank(const char *s, size_t len)
 	return len == 0;
 }
 
-static enum result
-handle_subscribe(struct conn *c, struct frame *f)
-{
+/* What a SUBSCRIBE asks for, read and checked (subscribe_read). */
+struct sub_request {
 	enum address_kind kind;
-	const struct header *dh = require_dest(c, f, &kind);
+	const struct header *dest;
+	const char *id;
+	size_t id_len;
+	bool has_id;
+	enum ack_mode ack;
+	uint32_t prefetch;
+	struct temp *tq;                  /* our own temp-queue, or NULL */
+	bool durable;
+	char durable_name[DURABLE_NAME_MAX];
+	size_t durable_len;
+	const struct header *selector;    /* NULL: every message */
+};
+
+/* The destination, id, ack mode, prefetch and durable name of a SUBSCRIBE;
+ * RESULT_OK, or RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	const struct header *dh = require_dest(c, f, &rq->kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
+	rq->dest = dh;
 	if (!auth_may_read(c->session.user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
-		    auth_user_name(c->session.user), (int)(dh->value_len > 200 ? 200 : dh->value_len),
-		    dh->value);
-	if (kind == ADDR_REPLY_QUEUE)
+		    auth_user_name(c->session.user), SHOWN(dh));
+	if (rq->kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
 		    "Only the connection that made a temp-queue receives from it: "
 		    "SUBSCRIBE to /temp-queue/NAME, or just SEND with reply-to:/temp-queue/NAME.");
@@ -545,38 +565,37 @@ handle_subscribe(struct conn *c, struct frame *f)
 	if (idh == NULL && c->session.version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	/* STOMP 1.0 lets the destination name a subscription without an id. */
-	const char *id = idh ? idh->value : dh->value;
-	size_t id_len = idh ? idh->value_len : dh->value_len;
+	rq->id = idh ? idh->value : dh->value;
+	rq->id_len = idh ? idh->value_len : dh->value_len;
+	rq->has_id = idh != NULL;
 
 	/* Our own temp-queue: the client's subscription replaces the one
 	 * eftd made for it (ActiveMQ-style clients subscribe themselves). */
-	struct temp *tq = NULL;
-	if (kind == ADDR_TEMP_QUEUE) {
-		tq = temp_get(&c->session, dh->value, dh->value_len);
-		if (tq == NULL)
+	if (rq->kind == ADDR_TEMP_QUEUE) {
+		rq->tq = temp_get(&c->session, dh->value, dh->value_len);
+		if (rq->tq == NULL)
 			return fail_oom(c, f);
-		if (tq->auto_sub != NULL)
-			sub_end(tq->auto_sub);
+		if (rq->tq->auto_sub != NULL)
+			sub_end(rq->tq->auto_sub);
 	}
-
 	struct sub *dup;
-	HASH_FIND(hh, c->session.ep.subs, id, id_len, dup);
+	HASH_FIND(hh, c->session.ep.subs, rq->id, rq->id_len, dup);
 	if (dup != NULL)
 		return fail(c, f, "subscription id already in use",
 		    "This connection already has a subscription '%.*s'.",
-		    (int)(id_len > 200 ? 200 : id_len), id);
+		    SHOWN_N(rq->id, rq->id_len, 200));
 
-	enum ack_mode ack = ACK_AUTO;
+	rq->ack = ACK_AUTO;
 	const struct header *ah = frame_get(f, HDR_ACK);
-	if (ah != NULL && sub_ack_mode_parse(ah->value, ah->value_len, &ack) != 0)
+	if (ah != NULL && sub_ack_mode_parse(ah->value, ah->value_len, &rq->ack) != 0)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
-		    (int)(ah->value_len > 100 ? 100 : ah->value_len), ah->value);
-	if (HASH_COUNT(c->session.ep.subs) >= c->broker->cfg->max_subscriptions) {
+		    SHOWN_N(ah->value, ah->value_len, 100));
+	size_t max = c->broker->cfg->max_subscriptions;
+	if (HASH_COUNT(c->session.ep.subs) >= max) {
 		char message[96];
 		snprintf(message, sizeof(message), "too many subscriptions: over %zu "
-		    "(max-subscriptions is %zu)", c->broker->cfg->max_subscriptions,
-		    c->broker->cfg->max_subscriptions);
+		    "(max-subscriptions is %zu)", max, max);
 		return fail(c, f, message,
 		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
 		    HASH_COUNT(c->session.ep.subs));
@@ -585,69 +604,130 @@ handle_subscribe(struct conn *c, struct frame *f)
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
 	if (ph == NULL)
 		ph = frame_find(f, "activemq.prefetchSize");
-	if (ph != NULL && (frame_parse_u64(ph->value, ph->value_len, &prefetch) != 0 || prefetch > UINT32_MAX))
+	if (ph != NULL && (frame_parse_u64(ph->value, ph->value_len, &prefetch) != 0 ||
+	    prefetch > UINT32_MAX))
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
-		    (int)(ph->value_len > 100 ? 100 : ph->value_len), ph->value);
+		    SHOWN_N(ph->value, ph->value_len, 100));
+	rq->prefetch = (uint32_t)prefetch;
 
-	struct dests *dests = &c->broker->dests;
-	struct dest *d;
-	char durable[DURABLE_NAME_MAX];
-	size_t durable_len;
-	bool is_durable = kind == ADDR_TOPIC &&
-	    durable_name(&c->session, f, durable, sizeof(durable), &durable_len);
-	const struct header *selh = frame_get(f, HDR_SELECTOR);
-	if (selh != NULL && blank(selh->value, selh->value_len))
-		selh = NULL; /* every message, as with none */
-	if (selh != NULL && is_durable)
+	rq->durable = rq->kind == ADDR_TOPIC && durable_name(&c->session, f, rq->durable_name,
+	    sizeof(rq->durable_name), &rq->durable_len);
+	rq->selector = frame_get(f, HDR_SELECTOR);
+	if (rq->selector != NULL && blank(rq->selector->value, rq->selector->value_len))
+		rq->selector = NULL; /* every message, as with none */
+	if (rq->selector != NULL && rq->durable)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
-	struct cluster *cl = c->broker->cluster;
-	if (cl != NULL && tq == NULL && !cluster_up(cl))
-		return fail_cluster(c, f, ROUTE_CLUSTER_DOWN);
-	struct selector *sel = NULL;
-	if (selh != NULL) {
-		char why[160], message[192];
-		sel = selector_compile(selh->value, selh->value_len, why, sizeof(why));
-		if (sel == NULL) {
-			const char *text = strncmp(why, "selector: ", 10) == 0 ? why + 10 : why;
-			snprintf(message, sizeof(message), "invalid selector: %s", text);
-			return fail(c, f, message, "The selector '%.*s' is not a JMS selector: %s.",
-			    SHOWN(selh), text);
+	return RESULT_OK;
+}
+
+/* The compiled selector into *sel (NULL if none); RESULT_FAILED after the
+ * ERROR. */
+static enum result
+subscribe_selector(struct conn *c, struct frame *f, const struct header *selh,
+    struct selector **sel)
+{
+	*sel = NULL;
+	if (selh == NULL)
+		return RESULT_OK;
+	char why[160], message[192];
+	*sel = selector_compile(selh->value, selh->value_len, why, sizeof(why));
+	if (*sel != NULL)
+		return RESULT_OK;
+	const char *text = strncmp(why, "selector: ", 10) == 0 ? why + 10 : why;
+	snprintf(message, sizeof(message), "invalid selector: %s", text);
+	return fail(c, f, message, "The selector '%.*s' is not a JMS selector: %s.", SHOWN(selh),
+	    text);
+}
+
+static enum result
+fail_durable_in_use(struct conn *c, const struct frame *f, const char *name)
+{
+	return fail(c, f, "durable subscription in use", "Another connection is subscribed to "
+	    "durable subscription '%s'.", name + strlen(DURABLE_PREFIX));
+}
+
+/* The destination the subscription takes messages from: a durable
+ * subscription's own queue (kept by a backend that keeps durable
+ * subscriptions itself, or fed by the topic here), our temp-queue, or the
+ * queue or topic named.  NULL with *res set: RESULT_FAILED after an ERROR,
+ * RESULT_OK when out of memory. */
+static struct dest *
+subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
+    enum result *res)
+{
+	struct dests *dests = &c->broker->dests;
+	const struct backend *be = c->broker->backend;
+	struct dest *d;
+	*res = RESULT_OK;
+	if (rq->durable && be != NULL && be->ops->durable_open != NULL) {
+		/* JetStream keeps it: the queue here only buffers. */
+		d = dests_get(dests, rq->durable_name, rq->durable_len, DEST_QUEUE);
+		if (d != NULL && dest_subscribers(d) > 0) {
+			dests_release(dests, d);
+			*res = fail_durable_in_use(c, f, rq->durable_name);
+			return NULL;
 		}
+		return d;
 	}
-	if (is_durable && cl != NULL) {
-		/* In a cluster JetStream keeps it: the queue here only buffers. */
-		d = dests_get(dests, durable, durable_len, DEST_QUEUE);
-		if (d != NULL && dest_subscribers(d) > 0)
-			return fail(c, f, "durable subscription in use", "Another connection is "
-			    "subscribed to durable subscription '%s'.", durable + strlen(DURABLE_PREFIX));
-	} else if (is_durable) {
+	if (rq->durable) {
 		/* A queue of its own, fed by the topic, kept while we are away. */
 		enum durable_open_error why;
-		d = durable_open(c->broker, durable, durable_len, dh->value, dh->value_len, &why);
+		d = durable_open(c->broker, rq->durable_name, rq->durable_len, rq->dest->value,
+		    rq->dest->value_len, &why);
 		if (d == NULL && why == DURABLE_IN_USE)
-			return fail(c, f, "durable subscription in use", "Another connection is "
-			    "subscribed to durable subscription '%s'.", durable + strlen(DURABLE_PREFIX));
-	} else {
-		d = tq ? tq->dest : dests_get(dests, dh->value, dh->value_len,
-		    kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
+			*res = fail_durable_in_use(c, f, rq->durable_name);
+		return d;
 	}
+	if (rq->tq != NULL)
+		return rq->tq->dest;
+	return dests_get(dests, rq->dest->value, rq->dest->value_len,
+	    rq->kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
+}
+
+/* A backend that carries subscriptions (the cluster) hears of s: 0, or
+ * BACKEND_NOMEM / BACKEND_NAME. */
+static int
+subscribe_tell_backend(struct conn *c, const struct sub_request *rq, struct dest *d,
+    const struct sub *s)
+{
+	const struct backend *be = c->broker->backend;
+	if (be == NULL || rq->tq != NULL)
+		return 0;
+	if (rq->durable && be->ops->durable_open != NULL)
+		return be->ops->durable_open(be->impl, d, s, rq->dest->value, rq->dest->value_len);
+	return be->ops->interest_added ? be->ops->interest_added(be->impl, d, s) : 0;
+}
+
+static enum result
+handle_subscribe(struct conn *c, struct frame *f)
+{
+	struct sub_request rq = { 0 };
+	if (subscribe_read(c, f, &rq) != RESULT_OK)
+		return RESULT_FAILED;
+	const struct backend *be = c->broker->backend;
+	if (rq.tq == NULL && be != NULL && be->ops->interest_added != NULL &&
+	    backend_pressure(be) == BACKEND_FAILING)
+		return fail_cluster(c, f, BACKEND_DOWN);
+	struct selector *sel;
+	if (subscribe_selector(c, f, rq.selector, &sel) != RESULT_OK)
+		return RESULT_FAILED;
+	enum result res;
+	struct dest *d = subscribe_target(c, f, &rq, &res);
 	if (d == NULL) {
 		selector_free(sel);
-		return fail_oom(c, f);
+		return res == RESULT_OK ? fail_oom(c, f) : res;
 	}
-	struct sub *s = sub_new(&c->session.ep, d, id, id_len, idh != NULL, ack, (uint32_t)prefetch,
-	    sel);
+	struct sub *s = sub_new(&c->session.ep, d, rq.id, rq.id_len, rq.has_id, rq.ack,
+	    rq.prefetch, sel);
 	if (s == NULL) {
-		dests_release(dests, d);
+		dests_release(&c->broker->dests, d);
 		return fail_oom(c, f);
 	}
-	int crc;
-	if (cl != NULL && tq == NULL && (crc = is_durable ?
-	    cluster_durable_added(cl, d, s, dh->value, dh->value_len) :
-	    cluster_sub_added(cl, d, s)) != 0) {
+	int rc = subscribe_tell_backend(c, &rq, d, s);
+	if (rc != 0) {
 		sub_end(s);
-		return crc == -1 ? fail_oom(c, f) : fail_cluster(c, f, ROUTE_CLUSTER_NAME);
+		return rc == BACKEND_NOMEM ? fail_oom(c, f) : fail_cluster(c, f, rc);
 	}
 	log_debug("%s: subscribed to %s as '%s'", c->peer, dest_name(d), s->id);
 	/* RECEIPT first, then whatever was waiting in the queue. */
@@ -664,15 +744,15 @@ end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool 
 {
 	struct dest *q = dests_find(&c->broker->dests, name, len);
 	const char *shown = name + strlen(DURABLE_PREFIX);
-	if (c->broker->cluster != NULL) {
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->durable_close != NULL) {
 		/* JetStream knows whether it exists; ending one that does not is
 		 * logged there, not an error here. */
 		if (q != NULL && dest_subscribers(q) > 0)
-			return fail(c, f, "durable subscription in use", "Another connection is "
-			    "subscribed to durable subscription '%s'.", shown);
-		if (!cluster_up(c->broker->cluster))
-			return fail_cluster(c, f, ROUTE_CLUSTER_DOWN);
-		cluster_durable_end(c->broker->cluster, name, len);
+			return fail_durable_in_use(c, f, name);
+		if (backend_pressure(be) == BACKEND_FAILING)
+			return fail_cluster(c, f, BACKEND_DOWN);
+		be->ops->durable_close(be->impl, name, len);
 		return RESULT_OK;
 	}
 	if (q == NULL || dest_bound_topic(q) == NULL) {
@@ -682,8 +762,7 @@ end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool 
 		    shown);
 	}
 	if (dest_subscribers(q) > 0)
-		return fail(c, f, "durable subscription in use", "Another connection is subscribed "
-		    "to durable subscription '%s'.", shown);
+		return fail_durable_in_use(c, f, name);
 	durable_remove(c->broker, q);
 	return RESULT_OK;
 }
@@ -705,7 +784,7 @@ handle_unsubscribe(struct conn *c, struct frame *f)
 	if (s == NULL && !is_durable)
 		return fail(c, f, "no such subscription",
 		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
-		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+		    SHOWN(h));
 	if (s != NULL)
 		sub_end(s);
 	return is_durable ? end_durable(c, f, durable, durable_len, s != NULL) : RESULT_OK;
@@ -792,7 +871,7 @@ handle_begin(struct conn *c, struct frame *f)
 		return RESULT_FAILED;
 	if (tx_find(&c->session, h->value, h->value_len) != NULL)
 		return fail(c, f, "transaction already begun", "Transaction '%.*s' is already open.",
-		    (int)(h->value_len > 200 ? 200 : h->value_len), h->value);
+		    SHOWN(h));
 	return tx_begin(&c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
 }
 
@@ -924,7 +1003,7 @@ handle(struct conn *c, struct frame *f)
 	c->broker->stats.frames_in[f->cmd]++;
 	if (f->cmd == CMD_UNKNOWN) {
 		fail(c, f, "unknown command", "'%.*s' is not a STOMP client command.",
-		    (int)(f->cmd_len > 64 ? 64 : f->cmd_len), f->cmd_name);
+		    SHOWN_N(f->cmd_name, f->cmd_len, 64));
 		return;
 	}
 	if (c->state == CONN_AWAIT_CONNECT && f->cmd != CMD_CONNECT && f->cmd != CMD_STOMP) {

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "eft/backend.h"
-#include "eft/cluster.h"
+#include "eft/broker.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
@@ -128,24 +128,22 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 }
 
 bool
-route_clustered(const struct session *ss, const char *name, size_t len, enum address_kind kind)
+route_carried(const struct session *ss, const char *name, size_t len, enum address_kind kind)
 {
-	const struct cluster *cl = ss->broker->cluster;
-	return cl != NULL && (kind == ADDR_QUEUE || kind == ADDR_TOPIC ||
-	    (kind == ADDR_REPLY_QUEUE && cluster_reply_is_remote(cl, name, len)));
+	return backend_carries(ss->broker->backend, (int)kind, name, len);
 }
 
 int
-route_cluster(struct session *ss, const char *name, size_t len, enum address_kind kind,
+route_through_backend(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m)
 {
 	struct broker *b = ss->broker;
-	const char *err = NULL;
-	int rc = cluster_send(b->cluster, kind, name, len, m, &err);
+	const char *why = NULL;
+	int rc = b->backend->ops->publish(b->backend->impl, (int)kind, name, len, m, &why);
 	if (rc != 0) {
 		log_info("%s: SEND to %.*s refused: %s", session_peer(ss), (int)(len > 200 ? 200 : len),
-		    name, err);
-		return rc; /* the ROUTE_CLUSTER_* codes are cluster.h's */
+		    name, why);
+		return rc;
 	}
 	if (kind != ADDR_TOPIC) {
 		b->stats.msgs_in++;
@@ -166,11 +164,11 @@ route_send(struct session *ss, const char *name, size_t len, enum address_kind k
     struct dest **where)
 {
 	int err = 0;
-	if (__builtin_expect(ss->broker->cluster != NULL, 0) &&
-	    route_clustered(ss, name, len, kind)) {
+	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
+	    route_carried(ss, name, len, kind)) {
 		if (where != NULL)
 			*where = NULL;
-		return route_cluster(ss, name, len, kind, m);
+		return route_through_backend(ss, name, len, kind, m);
 	}
 	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
 	if (d == NULL)

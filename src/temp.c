@@ -3,8 +3,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "eft/backend.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/session.h"
@@ -54,10 +54,11 @@ temp_get(struct session *ss, const char *name, size_t len)
 	memcpy(qname, REPLY_PREFIX "eft.gen-", REPLY_PREFIX_LEN + 8);
 	random_name(qname + REPLY_PREFIX_LEN + 8);
 	/* In a cluster the name says which node has it: replies find their way. */
-	if (ss->broker->cluster != NULL) {
+	const struct backend *be = ss->broker->backend;
+	if (be != NULL && be->ops->temp_name != NULL) {
 		char random[23];
 		memcpy(random, qname + REPLY_PREFIX_LEN + 8, sizeof(random));
-		if (cluster_temp_name(ss->broker->cluster, qname, sizeof(qname), random) == 0)
+		if (be->ops->temp_name(be->impl, qname, sizeof(qname), random) == 0)
 			goto fail;
 	}
 	t->dest = dests_get(&ss->broker->dests, qname, strlen(qname), DEST_QUEUE);

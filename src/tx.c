@@ -7,7 +7,6 @@
 
 #include "eft/backend.h"
 #include "eft/broker.h"
-#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/route.h"
@@ -134,15 +133,15 @@ tx_commit(struct session *ss, struct tx *t)
 {
 	struct tx_op *op;
 	const struct backend *be = ss->broker->backend;
-	/* In a cluster, all of it or none: NATS must be there now, and take
-	 * every SEND (one it refuses after others went would be lost). */
-	struct cluster *cl = ss->broker->cluster;
-	for (op = t->head; cl != NULL && op != NULL; op = op->next) {
-		if (op->kind != TX_SEND || !route_clustered(ss, op->dest, op->dest_len, op->dest_kind))
+	/* Through a backend that carries destinations (the cluster), all of it
+	 * or none: it must be there now, and take every SEND (one it refuses
+	 * after others went would be lost). */
+	for (op = t->head; be != NULL && op != NULL; op = op->next) {
+		if (op->kind != TX_SEND || !route_carried(ss, op->dest, op->dest_len, op->dest_kind))
 			continue;
-		const char *why = "cluster unavailable";
-		int rc = cluster_up(cl) ? cluster_check_send(cl, op->dest_kind, op->dest, op->dest_len,
-		    op->msg, &why) : ROUTE_CLUSTER_DOWN;
+		const char *why = "";
+		int rc = be->ops->check(be->impl, (int)op->dest_kind, op->dest, op->dest_len, op->msg,
+		    &why);
 		if (rc != 0) {
 			log_info("%s: transaction %s not committed: %s (SEND to %.*s)",
 			    session_peer(ss), t->name, why, (int)(op->dest_len > 200 ? 200 :
@@ -153,8 +152,7 @@ tx_commit(struct session *ss, struct tx *t)
 	}
 	/* Destinations are looked up now: one may have come and gone since SEND. */
 	for (op = t->head; op != NULL; op = op->next) {
-		if (op->kind != TX_SEND || (cl != NULL && route_clustered(ss, op->dest, op->dest_len,
-		    op->dest_kind)))
+		if (op->kind != TX_SEND || route_carried(ss, op->dest, op->dest_len, op->dest_kind))
 			continue;
 		int err;
 		op->target = route_resolve(ss, op->dest, op->dest_len, op->dest_kind, &err);
@@ -182,9 +180,10 @@ tx_commit(struct session *ss, struct tx *t)
 			sub_settle(&ss->ep, &op->key, op->how);
 			continue;
 		}
-		if (cl != NULL && route_clustered(ss, op->dest, op->dest_len, op->dest_kind)) {
+		if (route_carried(ss, op->dest, op->dest_len, op->dest_kind)) {
 			/* Checked above: only out of memory (or NATS gone this instant) is left. */
-			if (route_cluster(ss, op->dest, op->dest_len, op->dest_kind, op->msg) != 0) {
+			if (route_through_backend(ss, op->dest, op->dest_len, op->dest_kind,
+			    op->msg) != 0) {
 				log_error("%s: transaction %s: a SEND to %.*s was lost (cluster)",
 				    session_peer(ss), t->name, (int)op->dest_len, op->dest);
 				msg_unref(op->msg);

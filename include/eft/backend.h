@@ -51,8 +51,36 @@ struct backend_stats {
 	uint64_t sync_total_us, sync_max_us;
 };
 
+/* Why a backend did not take a SEND (publish, check) or a subscription. */
+#define BACKEND_NOMEM (-1)  /* out of memory */
+#define BACKEND_DOWN (-2)   /* it cannot be reached (NATS not connected, no stream yet) */
+#define BACKEND_NAME (-3)   /* the name cannot be carried (too long for a NATS subject) */
+#define BACKEND_SIZE (-4)   /* the message is too large for it (NATS's max_payload) */
+
 struct backend_ops {
 	const char *name;                      /* "journal", "cluster": for log lines */
+	/* Destinations the backend carries itself (the cluster: queues,
+	 * topics and other nodes' temp-queues), kind being address.h's: */
+	bool (*carries)(const void *impl, int kind, const char *name, size_t len);
+	/* Send m there: 0 (the caller keeps its reference; a topic's local
+	 * subscribers are the caller's to serve), or a BACKEND_* code with
+	 * *why in words.  check: could it ever be sent (BACKEND_NAME,
+	 * BACKEND_SIZE), for a transaction that must not fail halfway. */
+	int (*publish)(void *impl, int kind, const char *name, size_t len, const struct msg *m,
+	    const char **why);
+	int (*check)(const void *impl, int kind, const char *name, size_t len,
+	    const struct msg *m, const char **why);
+	/* Subscriber s joins d (0, or BACKEND_NOMEM, BACKEND_NAME). */
+	int (*interest_added)(void *impl, struct dest *d, const struct sub *s);
+	/* Durable subscriptions the backend keeps itself (the cluster): s
+	 * subscribes to d (/durable/NAME, a local queue that buffers) on
+	 * topic; and ending the one named name. */
+	int (*durable_open)(void *impl, struct dest *d, const struct sub *s, const char *topic,
+	    size_t topic_len);
+	void (*durable_close)(void *impl, const char *name, size_t len);
+	/* The broker-wide name of a new temp-queue here, from random: its
+	 * length, 0 if it does not fit cap. */
+	size_t (*temp_name)(const void *impl, char *out, size_t cap, const char *random);
 	/* m (persistent) is queued at d: keep it.  -1 if out of memory (m is
 	 * then not kept, and the caller refuses it). */
 	int (*keep)(void *impl, struct dest *d, struct msg *m);
@@ -169,6 +197,13 @@ backend_batch_end(const struct backend *be)
 {
 	if (be->ops->batch_end)
 		be->ops->batch_end(be->impl);
+}
+
+/* Does the backend carry SENDs to (kind, name) itself? */
+static inline bool
+backend_carries(const struct backend *be, int kind, const char *name, size_t len)
+{
+	return be != NULL && be->ops->carries != NULL && be->ops->carries(be->impl, kind, name, len);
 }
 
 static inline uint64_t

@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
 
 #include "eft/address.h"
 #include "eft/backend.h"
@@ -110,20 +113,20 @@ struct broker {
 	struct conn *held;                   /* connections with held output, by held_next */
 };
 
-/* NULL if out of memory. */
-struct broker *broker_new(struct event_base *base, const struct config *cfg);
+/* The broker's own state in b (zeroed, its server parts made by
+ * server_new): -1 if out of memory. */
+int broker_init(struct broker *b, struct event_base *base, const struct config *cfg);
+/* Free it: the backend, destinations and their messages (after the
+ * connections are gone). */
+void broker_fini(struct broker *b);
 /* The wall clock as of this loop turn, ms since the epoch. */
-uint64_t broker_now_ms(const struct broker *b);
-/* Free everything: listeners, connections, destinations and their messages. */
-void broker_free(struct broker *b);
-/* Open a listener for every cfg->listen (and the TLS context if one is
- * tls://); -1 with a one-line reason in err. */
-int broker_listen(struct broker *b, char *err, size_t errlen);
-/* Begin a clean stop: accept nothing more, tell every client and close every
- * connection; the loop ends when they are gone or after grace_ms. */
-void broker_shutdown(struct broker *b, unsigned grace_ms);
-/* Close whatever connections are left, at once. */
-void broker_close_all(struct broker *b);
+static inline uint64_t
+broker_now_ms(const struct broker *b)
+{
+	struct timeval tv;
+	event_base_gettimeofday_cached(b->base, &tv);
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
 
 /* Open the journal in cfg->data_dir and put back the messages it holds;
  * -1 with a one-line reason in err. */
@@ -133,9 +136,9 @@ int broker_open_store(struct broker *b, char *err, size_t errlen);
 int broker_start_cluster(struct broker *b, char *err, size_t errlen);
 /* Give back what this node holds and leave NATS (nothing if not started). */
 void broker_stop_cluster(struct broker *b);
-/* Write what the journal gathered this turn (before any output that
- * depends on it).  False if it could not be written: the output held for
- * it waits, and the journal timer tries again. */
+/* Have the backend keep what this turn asked of it (the journal's group
+ * commit), before any output that depends on it.  False if it cannot
+ * just now: the output held for it waits, and it is tried again. */
 bool broker_commit(struct broker *b);
 
 /* The backend's promises.  broker_promised is the backend's number for
@@ -143,8 +146,6 @@ bool broker_commit(struct broker *b);
  * published); once b->kept reaches it, all of that is kept.  Without a
  * backend both are 0. */
 uint64_t broker_promised(const struct broker *b);
-/* The backend kept more (b->kept moved): release held output this turn. */
-void broker_kept_moved(struct broker *b);
 /* How the backend copes (BACKEND_OK without one). */
 enum backend_pressure broker_pressure(struct broker *b);
 /* The backend's figures into *out; false if it has none (memory only,
@@ -153,24 +154,8 @@ bool broker_backend_stats(const struct broker *b, struct backend_stats *out);
 /* Put the backend in place: the journal or the cluster, opened with
  * b->be_events, through which it tells the core what it kept. */
 void broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl);
-/* c has held output (hold.h), or no longer. */
-void broker_hold(struct broker *b, struct conn *c);
-void broker_unhold(struct broker *b, struct conn *c);
 
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);
-/* A producer was paused: make sure somebody looks at it again. */
-void broker_paused_added(struct broker *b);
-/* Producers paused now. */
-size_t broker_paused_count(const struct broker *b);
-/* Resume paused producers whose reason has gone. */
-void broker_check_paused(struct broker *b);
-
-/* Write c's output before the loop next waits. */
-void broker_want_flush(struct broker *b, struct conn *c);
-void broker_flush_remove(struct broker *b, struct conn *c);
-/* Write every connection's pending output now (what the end of a loop turn
- * does; tests call it). */
-void broker_flush(struct broker *b);
 
 #endif

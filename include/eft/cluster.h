@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "eft/address.h"
+#include "eft/backend.h"
 
 struct backend_env;
 struct dest;
@@ -44,11 +45,11 @@ uint64_t cluster_promised(const struct cluster *cl);
 /* This node's name, and its token in subjects and temp-queue names. */
 const char *cluster_node(const struct cluster *cl);
 
-/* Why cluster_send did not send. */
-#define CLUSTER_NOMEM (-1)  /* out of memory */
-#define CLUSTER_DOWN (-2)   /* NATS is not connected (or JetStream not ready) */
-#define CLUSTER_NAME (-3)   /* the name is too long for a NATS subject */
-#define CLUSTER_SIZE (-4)   /* the message is over NATS's max_payload */
+/* Why cluster_send did not send: backend.h's codes. */
+#define CLUSTER_NOMEM BACKEND_NOMEM
+#define CLUSTER_DOWN BACKEND_DOWN      /* NATS is not connected (or JetStream not ready) */
+#define CLUSTER_NAME BACKEND_NAME      /* the name is too long for a NATS subject */
+#define CLUSTER_SIZE BACKEND_SIZE      /* the message is over NATS's max_payload */
 
 /* A SEND to a queue, a topic or another node's temp-queue.  For a topic
  * the caller also delivers it here.  0: sent (m's reference is the

@@ -97,7 +97,12 @@ void conn_reject_later(struct conn *c, unsigned delay_ms);
 void conn_pause(struct conn *c, struct dest *full);
 /* Read again, starting with frames that arrived before the pause. */
 void conn_resume(struct conn *c);
-/* Output was added: update out_blocked and ask for a flush. */
+/* Write c's output before the loop next waits (the broker's flush list). */
+void conn_want_flush(struct conn *c);
+void conn_flush_remove(struct conn *c);
+/* Producers are paused: look at them again in a while (server_check_paused). */
+void conn_check_paused_soon(struct broker *b);
+/* Output was added: update the endpoint's blocked flag and ask for a flush. */
 void conn_output_added(struct conn *c);
 /* Where the next byte of output goes, in the stream of all c has queued. */
 static inline uint64_t

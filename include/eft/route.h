@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "eft/broker.h"
-#include "eft/cluster.h"
+#include "eft/address.h"
+#include "eft/backend.h"
 
 struct session;
 
@@ -20,21 +20,17 @@ struct dest *route_resolve(struct session *ss, const char *name, size_t len,
 /* Publish m to d (from route_resolve; NULL drops it, counted).  0: the
  * reference is taken; -1: out of memory, the caller keeps it. */
 int route_publish(struct session *ss, struct dest *d, struct msg *m);
-/* Cluster mode: route_send's other answers. */
-#define ROUTE_CLUSTER_DOWN CLUSTER_DOWN   /* NATS is not connected (or JetStream not ready) */
-#define ROUTE_CLUSTER_NAME CLUSTER_NAME   /* the name is too long for a NATS subject */
-#define ROUTE_CLUSTER_SIZE CLUSTER_SIZE   /* the message is over NATS's max_payload */
-/* Does a SEND to name go through the cluster (b->cluster set, and a queue,
- * a topic, or another node's temp-queue)? */
-bool route_clustered(const struct session *ss, const char *name, size_t len,
+/* Does a SEND to name go through the backend (the cluster: a queue, a
+ * topic, or another node's temp-queue)? */
+bool route_carried(const struct session *ss, const char *name, size_t len,
     enum address_kind kind);
 /* Send m there: 0 with the reference taken; -1 (out of memory) or a
- * ROUTE_CLUSTER_* with the caller keeping it. */
-int route_cluster(struct session *ss, const char *name, size_t len, enum address_kind kind,
-    struct msg *m);
+ * BACKEND_* code with the caller keeping it. */
+int route_through_backend(struct session *ss, const char *name, size_t len,
+    enum address_kind kind, struct msg *m);
 /* Both at once.  *where (if not NULL) is the queue m went to, or NULL for a
- * topic, a drop or the cluster.  0: the reference is taken; -1: out of
- * memory, or a ROUTE_CLUSTER_*, the caller keeps it. */
+ * topic, a drop or the backend.  0: the reference is taken; -1: out of
+ * memory, or a BACKEND_* code, the caller keeps it. */
 int route_send(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m, struct dest **where);
 

@@ -22,6 +22,7 @@
 
 #include "eft/admin.h"
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/metrics.h"
@@ -211,7 +212,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (config_set(&cfg, "listen", "tcp://127.0.0.1:5000", err, sizeof(err)) != 0 ||
 	    config_check(&cfg, err, sizeof(err)) != 0)
 		abort();
-	struct broker *b = broker_new(base, &cfg);
+	struct broker *b = server_new(base, &cfg);
 	struct transport *t = transport_mem_new();
 	if (b == NULL || t == NULL)
 		abort();
@@ -223,7 +224,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	transport_mem_feed(t, connect, sizeof(connect));
 	transport_mem_feed(t, data, stomp);
-	broker_flush(b);
+	server_flush(b);
 
 	const char *p = sep ? (const char *)sep + 1 : (const char *)data + size;
 	const char *end = (const char *)data + size;
@@ -244,14 +245,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				admin_handle(b, method, path, fmt, &r);
 				check_reply(&r, fmt, path);
 				admin_reply_free(&r);
-				broker_flush(b);
+				server_flush(b);
 				dests_foreach(&b->dests, check_dest, NULL);
 			}
 		}
 		p = line_end + 1;
 	}
 	check_metrics(b);
-	broker_free(b);
+	server_free(b);
 	transport_mem_destroy(t);
 	return 0;
 }

@@ -10,7 +10,7 @@
  * client is a real connection on the in-memory transport: its segment is fed
  * in pieces whose sizes the seed picks, and the connection reads each as it
  * would from a socket.  A producer that flow control paused does not read
- * (its bytes wait) until broker_flush's check of paused producers lets it
+ * (its bytes wait) until server_flush's check of paused producers lets it
  * go, as eftd's flush and paused timer do.
  *
  * After every step the broker's flush runs, as at the end of a loop turn, and
@@ -35,6 +35,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/log.h"
 #include "eft/parser.h"
@@ -316,7 +317,7 @@ client_take_output(struct client *cl)
 static void
 take_all_output(void)
 {
-	broker_flush(broker);
+	server_flush(broker);
 	for (int i = 0; i < NCLIENTS; i++)
 		if (clients[i].t != NULL)
 			client_take_output(&clients[i]);
@@ -447,7 +448,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(config_set(&cfg, "policy", "/queue/ttl.* message-ttl=1 max-redeliveries=1", err,
 	    sizeof(err)) == 0 && config_check(&cfg, err, sizeof(err)) == 0, "config");
 	temp_counter = 0;
-	broker = broker_new(base, &cfg);
+	broker = server_new(base, &cfg);
 	CHECK(broker != NULL, "broker_new failed");
 	bool slow = seed & 128;
 	for (int i = 0; i < NCLIENTS; i++)
@@ -483,7 +484,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < NCLIENTS; i++)
 		client_close(&clients[(first + i) % NCLIENTS]);
 	check_broker_idle();
-	broker_free(broker);
+	server_free(broker);
 	broker = NULL;
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <event2/buffer.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/transport_mem.h"
 
@@ -53,7 +54,7 @@ feed(struct conn *c, const char *bytes)
 static inline char *
 output(struct conn *c)
 {
-	broker_flush(c->broker); /* what the end of a loop turn does */
+	server_flush(c->broker); /* what the end of a loop turn does */
 	struct evbuffer *out = transport_mem_output(c->transport);
 	size_t n = evbuffer_get_length(out);
 	char *s = malloc(n + 1);

@@ -16,6 +16,7 @@
 
 #include "eft/admin.h"
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/metrics.h"
 #include "eft/sbuf.h"
@@ -40,7 +41,7 @@ setup(void **state)
 	    sizeof(err)), 0);
 	assert_int_equal(config_check(&fx->cfg, err, sizeof(err)), 0);
 	log_set_level(EFT_LOG_ERROR);
-	fx->b = broker_new(fx->base, &fx->cfg);
+	fx->b = server_new(fx->base, &fx->cfg);
 	sbuf_init(&fx->r.body);
 	*state = fx;
 	return fx->base && fx->b ? 0 : -1;
@@ -51,7 +52,7 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 	admin_reply_free(&fx->r);
-	broker_free(fx->b);
+	server_free(fx->b);
 	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);
@@ -63,7 +64,7 @@ client(struct fixture *fx, const char *frames, size_t len)
 {
 	struct conn *c = mem_accept(&fx->mc, fx->b, "mem 127.0.0.1:4000");
 	transport_mem_feed(c->transport, frames, len);
-	broker_flush(fx->b);
+	server_flush(fx->b);
 	return c;
 }
 
@@ -200,7 +201,7 @@ test_close_connection(void **state)
 	evbuffer_drain(out, evbuffer_get_length(out));
 	assert_string_equal(ask(fx, "DELETE", "/api/connections/1", ADMIN_JSON),
 	    "{\"closed\":1}\n");
-	broker_flush(fx->b);
+	server_flush(fx->b);
 	size_t n = evbuffer_get_length(out);
 	char *got = calloc(1, n + 1);
 	evbuffer_remove(out, got, n);

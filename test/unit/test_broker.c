@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/sub.h"
 #include "memclient.h"
@@ -32,7 +33,7 @@ setup(void **state)
 	fx->base = event_base_new();
 	config_defaults(&fx->cfg);
 	log_set_level(EFT_LOG_ERROR);
-	fx->b = broker_new(fx->base, &fx->cfg);
+	fx->b = server_new(fx->base, &fx->cfg);
 	*state = fx;
 	return fx->base && fx->b ? 0 : -1;
 }
@@ -41,7 +42,7 @@ static int
 teardown(void **state)
 {
 	struct fixture *fx = *state;
-	broker_free(fx->b);
+	server_free(fx->b);
 	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/hold.h"
 #include "eft/log.h"
@@ -106,7 +107,7 @@ setup(void **state)
 	snprintf(fx->cfg.data_dir, sizeof(fx->cfg.data_dir), "%s", fx->dir);
 	snprintf(fx->cfg.fsync, sizeof(fx->cfg.fsync), "always");
 	log_set_level(EFT_LOG_QUIET); /* the refusals log errors: keep the output clean */
-	fx->b = broker_new(fx->base, &fx->cfg);
+	fx->b = server_new(fx->base, &fx->cfg);
 	char err[256];
 	if (fx->b == NULL || broker_open_store(fx->b, err, sizeof(err)) != 0)
 		return -1;
@@ -130,7 +131,7 @@ teardown(void **state)
 {
 	struct fixture *fx = *state;
 	set_file_limit(RLIM_INFINITY);
-	broker_free(fx->b);
+	server_free(fx->b);
 	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	DIR *d = opendir(fx->dir);

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/msg.h"
 #include "eft/policy.h"
@@ -56,7 +57,7 @@ start(struct fixture *fx)
 {
 	char err[256];
 	assert_int_equal(config_check(&fx->cfg, err, sizeof(err)), 0);
-	fx->b = broker_new(fx->base, &fx->cfg);
+	fx->b = server_new(fx->base, &fx->cfg);
 	assert_non_null(fx->b);
 	fake_now = broker_now_ms(fx->b);
 	fx->b->dests.hooks.now_ms = fake_clock;
@@ -75,7 +76,7 @@ static int
 teardown(void **state)
 {
 	struct fixture *fx = *state;
-	broker_free(fx->b);
+	server_free(fx->b);
 	memclients_free(&fx->mc);
 	event_base_free(fx->base);
 	free(fx);
@@ -125,7 +126,7 @@ expect_bodies(struct conn *c, const char *want)
 static void
 check_all(struct fixture *fx)
 {
-	broker_flush(fx->b);
+	server_flush(fx->b);
 	size_t n;
 	struct dest **all = dests_sorted(&fx->b->dests, &n);
 	for (size_t i = 0; i < n; i++) {

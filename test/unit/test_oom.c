@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/parser.h"
 #include "eft/transport_mem.h"
@@ -93,14 +94,14 @@ world_open(struct world *w)
 	assert_non_null(w->base);
 	config_defaults(&w->cfg);
 	w->cfg.message_cache = 0; /* every message allocates afresh */
-	w->b = broker_new(w->base, &w->cfg);
+	w->b = server_new(w->base, &w->cfg);
 	assert_non_null(w->b);
 }
 
 static void
 world_close(struct world *w)
 {
-	broker_free(w->b);
+	server_free(w->b);
 	for (int i = 0; i < w->nmem; i++)
 		transport_mem_destroy(w->mem[i]);
 	event_base_free(w->base);
@@ -148,7 +149,7 @@ send_sized(struct transport *t, const char *dest, const char *extra, size_t size
 static void
 take_frames(struct world *w, struct transport *t, char *seen, size_t seen_len)
 {
-	broker_flush(w->b);
+	server_flush(w->b);
 	struct evbuffer *out = transport_mem_output(t);
 	size_t n = evbuffer_get_length(out);
 	struct parser p;

@@ -1,0 +1,33 @@
+/* server.h - the broker as a server: connections, the flush once per loop
+ * turn, paused producers, listeners, and a clean stop (server.c).  The
+ * state is struct broker's (broker.h): its server fields are the lists of
+ * connections, listeners and the events below. */
+#ifndef EFT_SERVER_H
+#define EFT_SERVER_H
+
+#include <stddef.h>
+
+#include "eft/broker.h"
+
+/* A broker with its server parts; NULL if out of memory. */
+struct broker *server_new(struct event_base *base, const struct config *cfg);
+/* Free everything: listeners, connections, destinations and their messages. */
+void server_free(struct broker *b);
+/* Open a listener for every STOMP cfg->listen (and the TLS context if one
+ * is tls://); the admin listeners (http://) are http.c's.  -1 with a
+ * one-line reason in err. */
+int server_listen(struct broker *b, char *err, size_t errlen);
+/* Begin a clean stop: accept nothing more, tell every client and close every
+ * connection; the loop ends when they are gone or after grace_ms. */
+void server_shutdown(struct broker *b, unsigned grace_ms);
+/* Close whatever connections are left, at once. */
+void server_close_all(struct broker *b);
+/* Write every connection's pending output now, after the backend kept what
+ * this turn asked of it (what the end of a loop turn does; tests call it). */
+void server_flush(struct broker *b);
+/* Producers paused now. */
+size_t server_paused_count(const struct broker *b);
+/* Resume paused producers whose reason has gone. */
+void server_check_paused(struct broker *b);
+
+#endif

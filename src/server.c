@@ -1,0 +1,253 @@
+/* server.c - the broker as a server: its connections, written once per
+ * loop turn (the flush, which first has the backend keep what the turn
+ * asked of it and then releases the output held for that), producers
+ * paused by flow control and resumed, listeners, and a clean stop.  The
+ * broker's own state (destinations, messages, the backend) is broker.c's;
+ * a connection is conn.c's, accepting listener.c's. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "eft/broker.h"
+#include "eft/conn.h"
+#include "eft/hold.h"
+#include "eft/listener.h"
+#include "eft/log.h"
+#include "eft/policy.h"
+#include "eft/server.h"
+#include "eft/tls.h"
+
+/* The backend asks (cluster: to keep what is held here in progress). */
+static void
+each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg)
+{
+	const struct broker *b = arg;
+	for (const struct conn *c = b->conns; c != NULL; c = c->next)
+		for (const struct delivery *dl = c->session.ep.deliveries; dl != NULL;
+		    dl = dl->hh.next)
+			fn(dl->msg, fnarg);
+}
+
+/* ---- output flushing ---- */
+
+/* The backend kept more since the last look: the connections whose first
+ * hold it reached write this turn (conn_flush releases their holds). */
+static void
+release_held(struct broker *b)
+{
+	b->kept_released = b->kept;
+	for (struct conn *c = b->held; c != NULL; c = c->held_next)
+		if (hold_first_seq(&c->holds) <= b->kept)
+			conn_want_flush(c);
+}
+
+void
+server_flush(struct broker *b)
+{
+	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs
+	 * that wait for it.  If it fails, they go on waiting (held), and the
+	 * rest of every connection's output is written all the same. */
+	b->flushing = true;
+	broker_commit(b);
+	b->flushing = false;
+	if (b->held != NULL && b->kept != b->kept_released)
+		release_held(b);
+	while (b->flush_head != NULL) {
+		struct conn *c = b->flush_head;
+		conn_flush_remove(c);
+		conn_flush(c);
+	}
+	if (b->paused != NULL)
+		server_check_paused(b);
+}
+
+/* Runs after the callbacks of one loop turn: one write per connection for
+ * everything the turn produced. */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	server_flush(arg);
+}
+
+/* Hysteresis: resume below 90% of a limit, so producers do not flap. */
+static bool
+below(size_t value, size_t limit)
+{
+	return limit == 0 || value < limit - limit / 10;
+}
+
+static bool
+may_resume(struct broker *b, const struct conn *c)
+{
+	/* A failing backend does not keep producers waiting: their SENDs that
+	 * need it are refused with an ERROR, the others go on. */
+	enum backend_pressure p = broker_pressure(b);
+	if (b->memory_alarm || p == BACKEND_BUSY)
+		return false;
+	if (p == BACKEND_OK && conn_held_full(c))
+		return false;
+	const struct dest *d = c->paused_on;
+	/* If any destination was freed since, paused_on may be gone: resume, and
+	 * the next SEND to a still-full queue pauses again. */
+	if (d == NULL || c->paused_gen != b->dests.freed)
+		return true;
+	const struct dest_policy *pol = dest_policy(d);
+	return below(dest_depth(d), pol->max_queue_messages) &&
+	    below(dest_bytes(d), pol->max_queue_bytes);
+}
+
+size_t
+server_paused_count(const struct broker *b)
+{
+	size_t n = 0;
+	for (const struct conn *c = b->paused; c != NULL; c = c->paused_next)
+		n++;
+	return n;
+}
+
+void
+server_check_paused(struct broker *b)
+{
+	if (b->memory_alarm && below(b->msg_pool.live_bytes, b->max_memory)) {
+		b->memory_alarm = false;
+		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
+		    b->msg_pool.live_bytes >> 20);
+	}
+	broker_pressure(b); /* ends a backend's alarm when it is over */
+	/* Take the list: resuming runs buffered frames, which may pause again. */
+	struct conn *list = b->paused;
+	b->paused = NULL;
+	while (list != NULL) {
+		struct conn *c = list;
+		list = c->paused_next;
+		c->paused_next = NULL;
+		if (may_resume(b, c)) {
+			conn_resume(c);
+		} else {
+			c->paused_next = b->paused;
+			b->paused = c;
+		}
+	}
+	if (b->paused != NULL)
+		conn_check_paused_soon(b);
+}
+
+static void
+paused_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	server_check_paused(arg);
+}
+
+static void
+stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	log_warn("%zu connections still open at the end of the shutdown grace period; "
+	    "closing them", b->nconns + b->refusing);
+	event_base_loopexit(b->base, NULL);
+}
+
+void
+server_shutdown(struct broker *b, unsigned grace_ms)
+{
+	b->stopping = true;
+	while (b->listeners != NULL) {
+		struct listener *l = b->listeners;
+		b->listeners = l->next;
+		listener_close(l);
+	}
+	/* No message moves to another connection while they all close: what a
+	 * subscriber had goes back to its queue and stays there. */
+	for (struct conn *c = b->conns; c != NULL; c = c->next)
+		c->session.ep.blocked = true;
+	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		conn_shutdown(c);
+	}
+	if (b->conns == NULL) {
+		event_base_loopexit(b->base, NULL);
+		return;
+	}
+	struct timeval tv = { .tv_sec = grace_ms / 1000, .tv_usec = (grace_ms % 1000) * 1000 };
+	if (b->stop_ev == NULL || evtimer_add(b->stop_ev, &tv) != 0)
+		event_base_loopexit(b->base, NULL);
+}
+
+void
+server_close_all(struct broker *b)
+{
+	while (b->conns != NULL)
+		conn_free(b->conns);
+}
+
+struct broker *
+server_new(struct event_base *base, const struct config *cfg)
+{
+	struct broker *b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return NULL;
+	b->max_conns = SIZE_MAX;
+	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
+	b->paused_ev = evtimer_new(base, paused_cb, b);
+	b->stop_ev = evtimer_new(base, stop_timeout_cb, b);
+	if (b->flush_ev == NULL || b->paused_ev == NULL || b->stop_ev == NULL ||
+	    broker_init(b, base, cfg) != 0) {
+		server_free(b);
+		return NULL;
+	}
+	b->be_events.each_unacked = each_unacked;
+	return b;
+}
+
+void
+server_free(struct broker *b)
+{
+	if (b == NULL)
+		return;
+	while (b->listeners != NULL) {
+		struct listener *l = b->listeners;
+		b->listeners = l->next;
+		listener_close(l);
+	}
+	server_close_all(b);
+	broker_fini(b);
+	if (b->flush_ev)
+		event_free(b->flush_ev);
+	if (b->paused_ev)
+		event_free(b->paused_ev);
+	if (b->stop_ev)
+		event_free(b->stop_ev);
+	tls_server_free(b->tls);
+	free(b);
+}
+
+int
+server_listen(struct broker *b, char *err, size_t errlen)
+{
+	const struct config *cfg = b->cfg;
+	struct listener **tail = &b->listeners;
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		const struct config_listen *where = &cfg->listen[i];
+		if (config_listen_is_http(where))
+			continue; /* the admin listener: main's (http.c) */
+		bool tls = strcmp(where->scheme, "tls") == 0 || strcmp(where->scheme, "wss") == 0;
+		if (tls && b->tls == NULL && (b->tls = tls_server_new(cfg, err, errlen)) == NULL)
+			return -1;
+		struct listener *l = listener_open(b, where, tls ? b->tls : NULL, err, errlen);
+		if (l == NULL)
+			return -1;
+		l->idx = (unsigned)i;
+		*tail = l;
+		tail = &l->next;
+	}
+	return 0;
+}
