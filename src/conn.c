@@ -45,7 +45,6 @@ static void conn_readable(void *arg);
 static void conn_writable(void *arg);
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void paused_unlink(struct conn *c);
-static void conn_output_added_cb(void *arg);
 
 /* ---- the set of connections: flush list, held list, paused check ---- */
 
@@ -62,22 +61,6 @@ conn_want_flush(struct conn *c)
 		b->flush_head->flush_prev = c;
 	b->flush_head = c;
 	event_active(b->flush_ev, EV_WRITE, 0);
-}
-
-void
-conn_flush_remove(struct conn *c)
-{
-	struct broker *b = c->broker;
-	if (!c->in_flush)
-		return;
-	if (c->flush_prev)
-		c->flush_prev->flush_next = c->flush_next;
-	else
-		b->flush_head = c->flush_next;
-	if (c->flush_next)
-		c->flush_next->flush_prev = c->flush_prev;
-	c->flush_prev = c->flush_next = NULL;
-	c->in_flush = false;
 }
 
 /* c has held output: on the broker's held list, which the flush looks at
@@ -155,7 +138,7 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
-	session_init(&c->session, c, b, c->peer, &c->out, conn_output_added_cb, c);
+	session_init(&c->session, c, b, c->peer, &c->out, conn_output_added, c);
 	const struct config *cfg = b->cfg;
 	struct parser_limits limits = {
 		.max_frame = cfg->max_frame_size,
@@ -366,8 +349,9 @@ conn_linger_read(struct conn *c)
 }
 
 void
-conn_output_added(struct conn *c)
+conn_output_added(void *arg)
 {
+	struct conn *c = arg;
 	const struct config *cfg = c->broker->cfg;
 	size_t len = outbuf_length(&c->out);
 	if (len >= cfg->output_high_water) {
@@ -378,12 +362,6 @@ conn_output_added(struct conn *c)
 			c->overflow = true;
 	}
 	conn_want_flush(c);
-}
-
-static void
-conn_output_added_cb(void *arg)
-{
-	conn_output_added(arg);
 }
 
 /* Output drained: let the connection's queue subscriptions take messages again. */
@@ -428,47 +406,34 @@ conn_cut_held(struct conn *c)
 	held_unlink(c);
 }
 
-/* Write what may be written of buf: everything, or with holds, what comes
- * before the first one not yet kept (moved aside to scratch and written
- * from there, the rest put back).  Returns what transport_write did. */
-static ssize_t
-conn_write(struct conn *c)
+/* With holds: write what comes before the first one not yet kept (moved
+ * aside to scratch and written from there, the rest put back), and count
+ * what left buf, which the holds' stream positions are measured from.
+ * Returns what transport_write did; *ready, what may still be written. */
+static __attribute__((noinline)) ssize_t
+conn_write_held(struct conn *c, size_t *ready)
 {
 	struct evbuffer *buf = c->out.buf;
 	size_t len = evbuffer_get_length(buf);
+	size_t upto = (size_t)(hold_limit(&c->holds) - c->out.drained);
 	ssize_t n;
-	if (__builtin_expect(c->holds.n == 0, 1)) {
+	if (upto >= len) {
 		n = transport_write(c->transport, buf);
 	} else {
-		size_t ready = (size_t)(hold_limit(&c->holds) - c->out.drained);
-		if (ready >= len) {
-			n = transport_write(c->transport, buf);
-		} else {
-			struct evbuffer *part = c->out.scratch;
-			if (evbuffer_remove_buffer(buf, part, ready) != (int)ready) {
-				evbuffer_prepend_buffer(buf, part);
-				return TRANSPORT_AGAIN; /* out of memory: try again later */
-			}
-			n = transport_write(c->transport, part);
+		struct evbuffer *part = c->out.scratch;
+		if (evbuffer_remove_buffer(buf, part, upto) != (int)upto) {
 			evbuffer_prepend_buffer(buf, part);
+			*ready = 0;
+			return TRANSPORT_AGAIN; /* out of memory: the next flush tries again */
 		}
+		n = transport_write(c->transport, part);
+		evbuffer_prepend_buffer(buf, part);
 	}
-	c->out.drained += len - evbuffer_get_length(buf);
+	size_t left = evbuffer_get_length(buf);
+	c->out.drained += len - left;
+	upto -= len - left;
+	*ready = (upto < left ? upto : left) + transport_pending(c->transport);
 	return n;
-}
-
-/* Bytes of output that may be written now (and, in *all, all of it). */
-static size_t
-conn_ready(const struct conn *c, size_t *all)
-{
-	size_t len = evbuffer_get_length(c->out.buf);
-	*all = len + transport_pending(c->transport);
-	if (c->holds.n > 0) {
-		size_t ready = (size_t)(hold_limit(&c->holds) - c->out.drained);
-		if (ready < len)
-			len = ready;
-	}
-	return len + transport_pending(c->transport);
 }
 
 int
@@ -488,11 +453,22 @@ conn_flush(struct conn *c)
 	if (c->state == CONN_LINGER)
 		return 0; /* shut: nothing more is written */
 	/* RECEIPTs whose promises the backend has kept may go now. */
-	if (c->holds.n > 0 && hold_release(&c->holds, c->broker->kept) && c->holds.n == 0)
+	if (__builtin_expect(c->holds.n > 0, 0) && hold_release(&c->holds, c->broker->kept) &&
+	    c->holds.n == 0)
 		held_unlink(c);
-	size_t all, ready = conn_ready(c, &all);
-	if (ready > 0) {
-		ssize_t n = conn_write(c);
+	size_t left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
+	size_t ready = left;
+	if (left > 0) {
+		ssize_t n;
+		if (__builtin_expect(c->holds.n == 0, 1)) {
+			/* No positions to keep track of: out.drained is only
+			 * counted while there are holds. */
+			n = transport_write(c->transport, c->out.buf);
+			ready = left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
+		} else {
+			n = conn_write_held(c, &ready);
+			left = evbuffer_get_length(c->out.buf) + transport_pending(c->transport);
+		}
 		if (n == TRANSPORT_ERROR) {
 			log_info("%s: write failed: %s", c->peer, transport_error(c->transport));
 			conn_free(c);
@@ -500,14 +476,13 @@ conn_flush(struct conn *c)
 		}
 		if (n > 0)
 			c->last_write_ms = conn_now_ms(c);
-		ready = conn_ready(c, &all);
 	}
 	conn_want_write(c, ready > 0);
-	if (all == 0 && c->state == CONN_CLOSING) {
+	if (left == 0 && c->state == CONN_CLOSING) {
 		conn_linger(c);
 		return 0;
 	}
-	if (c->session.ep.blocked && all < c->broker->cfg->output_high_water / 2)
+	if (c->session.ep.blocked && left < c->broker->cfg->output_high_water / 2)
 		conn_unblock(c);
 	return 0;
 }

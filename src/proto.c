@@ -186,21 +186,27 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
 /* The RECEIPT a frame asked for, if it did.  With a backend on, where it
  * went is noted: it may have to wait for the backend (proto_handle).  -1
  * if out of memory. */
-static int
-send_receipt(struct conn *c, const struct frame *f)
+static __attribute__((noinline)) int
+send_receipt_tracked(struct conn *c, const struct header *r)
 {
-	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r == NULL)
-		return 0;
-	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
-	if (__builtin_expect(!c->receipt_tracked, 1))
-		return wire_receipt(&c->out, c->session.version, r->value, r->value_len);
 	uint64_t at = conn_out_pos(c);
 	if (wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
 		return -1;
 	c->receipt_at = at;
 	c->receipt_end = conn_out_pos(c);
 	return 0;
+}
+
+static inline int
+send_receipt(struct conn *c, const struct frame *f)
+{
+	const struct header *r = frame_get(f, HDR_RECEIPT);
+	if (r == NULL)
+		return 0;
+	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
+	if (__builtin_expect(c->receipt_tracked, 0))
+		return send_receipt_tracked(c, r);
+	return wire_receipt(&c->out, c->session.version, r->value, r->value_len);
 }
 
 /* ---- CONNECT / STOMP ---- */

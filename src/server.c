@@ -50,9 +50,11 @@ server_flush(struct broker *b)
 	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs
 	 * that wait for it.  If it fails, they go on waiting (held), and the
 	 * rest of every connection's output is written all the same. */
-	b->flushing = true;
-	broker_commit(b);
-	b->flushing = false;
+	if (b->backend != NULL) {
+		b->flushing = true;
+		broker_commit(b);
+		b->flushing = false;
+	}
 	if (b->held != NULL && b->kept != b->kept_released)
 		release_held(b);
 	while (b->flush_head != NULL) {

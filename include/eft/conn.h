@@ -99,11 +99,24 @@ void conn_pause(struct conn *c, struct dest *full);
 void conn_resume(struct conn *c);
 /* Write c's output before the loop next waits (the broker's flush list). */
 void conn_want_flush(struct conn *c);
-void conn_flush_remove(struct conn *c);
+static inline void
+conn_flush_remove(struct conn *c)
+{
+	if (!c->in_flush)
+		return;
+	if (c->flush_prev)
+		c->flush_prev->flush_next = c->flush_next;
+	else
+		c->broker->flush_head = c->flush_next;
+	if (c->flush_next)
+		c->flush_next->flush_prev = c->flush_prev;
+	c->flush_prev = c->flush_next = NULL;
+	c->in_flush = false;
+}
 /* Producers are paused: look at them again in a while (server_check_paused). */
 void conn_check_paused_soon(struct broker *b);
 /* Output was added: update the endpoint's blocked flag and ask for a flush. */
-void conn_output_added(struct conn *c);
+void conn_output_added(void *c);
 /* Where the next byte of output goes, in the stream of all c has queued. */
 static inline uint64_t
 conn_out_pos(const struct conn *c)

@@ -16,7 +16,9 @@ struct outbuf {
 	struct evbuffer_iovec res; /* the open reservation */
 	size_t used;               /* bytes written into it so far */
 	bool open;
-	uint64_t drained;          /* bytes taken out of buf by writes, ever */
+	uint64_t drained;          /* bytes taken out of buf by writes: counted while the
+	                              connection holds output (conn.c), the base of its
+	                              stream positions */
 };
 
 int outbuf_init(struct outbuf *o);
