@@ -60,7 +60,8 @@ conn_want_flush(struct conn *c)
 	if (b->flush_head)
 		b->flush_head->flush_prev = c;
 	b->flush_head = c;
-	event_active(b->flush_ev, EV_WRITE, 0);
+	if (!b->flushing)
+		event_active(b->flush_ev, EV_WRITE, 0);
 }
 
 /* c has held output: on the broker's held list, which the flush looks at

@@ -49,12 +49,12 @@ server_flush(struct broker *b)
 {
 	/* Group commit: one write (and fsync) for the turn, before the RECEIPTs
 	 * that wait for it.  If it fails, they go on waiting (held), and the
-	 * rest of every connection's output is written all the same. */
-	if (b->backend != NULL) {
-		b->flushing = true;
+	 * rest of every connection's output is written all the same.  Output
+	 * added meanwhile joins the list this loop walks: no need to wake the
+	 * flush again (b->flushing). */
+	b->flushing = true;
+	if (b->backend != NULL)
 		broker_commit(b);
-		b->flushing = false;
-	}
 	if (b->held != NULL && b->kept != b->kept_released)
 		release_held(b);
 	while (b->flush_head != NULL) {
@@ -62,6 +62,7 @@ server_flush(struct broker *b)
 		conn_flush_remove(c);
 		conn_flush(c);
 	}
+	b->flushing = false;
 	if (b->paused != NULL)
 		server_check_paused(b);
 }

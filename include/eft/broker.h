@@ -104,7 +104,7 @@ struct broker {
 	const struct backend *backend;
 	struct backend be;
 	struct backend_events be_events;     /* how a backend reaches the core */
-	bool flushing;                       /* in broker_flush */
+	bool flushing;                       /* in server_flush: output added joins its walk */
 	/* What the backend (the journal or JetStream) has kept: everything up
 	 * to this number of its own (broker_promised).  Output that waits for
 	 * it is held (hold.h) on the connections listed in held. */
