@@ -1,6 +1,7 @@
-/* broker.h - the broker's state: destinations, message and session ids, the
- * connections and listeners, flow control, and the once-per-loop output
- * flush.
+/* broker.h - the broker's state: destinations, message and session ids,
+ * statistics, the memory limit and the backend (broker.c); and, in the
+ * same struct for now, the server's (server.h: connections, listeners, the
+ * once-per-loop output flush, paused producers).
  *
  * eftd is single-threaded: everything here is touched only from the libevent
  * loop, so nothing is locked. */
@@ -66,51 +67,54 @@ struct broker_stats {
 };
 
 struct broker {
+	/* ---- the broker's own state (broker.c and the core below it) ---- */
 	struct event_base *base;
 	const struct config *cfg;
 	struct dests dests;
 	uint64_t next_msg_id;
 	uint64_t next_session;
-	uint64_t next_conn_id;               /* names connections in the admin API */
-	uint64_t started_ms;                 /* wall clock at broker_new */
-	struct conn *conns;                  /* all connections, linked by next */
-	struct conn *flush_head;             /* connections with output to write */
-	struct event *flush_ev;
-	struct listener *listeners;          /* linked by next */
+	uint64_t started_ms;                 /* wall clock at broker_init */
 	struct broker_stats stats;
 	struct msg_pool msg_pool;
 	size_t max_memory;                   /* message memory above which producers wait */
 	bool memory_alarm;                   /* above max_memory, until below 90% of it */
-	struct conn *paused;                 /* producers not being read, linked by paused_next */
-	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
-	size_t nconns;
-	size_t max_conns;                    /* more are refused */
-	uint64_t refused;                    /* connections refused since the limit was hit */
-	size_t refusing;                     /* refused connections still getting their ERROR */
 	struct auth *auth;                   /* users file, or NULL: anyone may connect */
-	bool stopping;                       /* shutting down: the loop ends when conns do */
-	struct event *stop_ev;               /* ends the loop if they take too long */
-	struct tls_server *tls;              /* for tls:// listeners, made by broker_listen */
-	struct http_server *http;            /* the admin listener (http://), or NULL */
-	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
-	struct store *store;                 /* the journal (data-dir), or NULL: memory only */
-	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
+	size_t durables;                     /* durable subscriptions (durable.c) */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
-	size_t durables;                     /* durable subscriptions (durable.c) */
-	struct cluster *cluster;             /* cluster mode (cluster.c), or NULL */
 	/* Where queue messages are kept besides memory (backend.h): the
 	 * journal or the cluster, or NULL.  backend points at be when on. */
 	const struct backend *backend;
 	struct backend be;
 	struct backend_events be_events;     /* how a backend reaches the core */
-	bool flushing;                       /* in server_flush: output added joins its walk */
-	/* What the backend (the journal or JetStream) has kept: everything up
-	 * to this number of its own (broker_promised).  Output that waits for
-	 * it is held (hold.h) on the connections listed in held. */
+	struct store *store;                 /* the journal (data-dir), or NULL */
+	struct event *store_ev;              /* everysec's fsync, and retries after a failure */
+	struct cluster *cluster;             /* cluster mode (cluster.c), or NULL */
+	/* What the backend has kept: everything up to this number of its own
+	 * (broker_promised).  Output that waits for it is held (hold.h) on the
+	 * connections listed in held. */
 	uint64_t kept;
-	uint64_t kept_released;              /* kept when the held list was last looked at */
+
+	/* ---- the server's (server.c; the lists' links are conn.c's) ---- */
+	struct conn *conns;                  /* all connections, linked by next */
+	uint64_t next_conn_id;               /* names connections in the admin API */
+	size_t nconns;
+	size_t max_conns;                    /* more are refused */
+	uint64_t refused;                    /* connections refused since the limit was hit */
+	size_t refusing;                     /* refused connections still getting their ERROR */
+	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
+	struct conn *flush_head;             /* connections with output to write */
+	struct event *flush_ev;
+	bool flushing;                       /* in server_flush: output added joins its walk */
 	struct conn *held;                   /* connections with held output, by held_next */
+	uint64_t kept_released;              /* kept when the held list was last looked at */
+	struct conn *paused;                 /* producers not being read, linked by paused_next */
+	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
+	struct listener *listeners;          /* linked by next */
+	struct tls_server *tls;              /* for tls:// listeners, made by server_listen */
+	struct http_server *http;            /* the admin listener (http://), main's, or NULL */
+	bool stopping;                       /* shutting down: the loop ends when conns do */
+	struct event *stop_ev;               /* ends the loop if they take too long */
 };
 
 /* The broker's own state in b (zeroed, its server parts made by

@@ -47,7 +47,7 @@ int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
 /* Hold an ACK or NACK until COMMIT.  -1 if out of memory. */
 int tx_add_settle(struct tx *t, const struct delivery_key *k, enum settle how);
 /* Apply every frame in order, then forget the transaction.  -1 if out of
- * memory, or a ROUTE_CLUSTER_* if the cluster is down or could not take one
+ * memory, or a BACKEND_* code if the cluster is down or could not take one
  * of its SENDs: then nothing was applied, and the transaction is forgotten
  * all the same (its messages dropped). */
 int tx_commit(struct session *ss, struct tx *t);

@@ -449,7 +449,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    sizeof(err)) == 0 && config_check(&cfg, err, sizeof(err)) == 0, "config");
 	temp_counter = 0;
 	broker = server_new(base, &cfg);
-	CHECK(broker != NULL, "broker_new failed");
+	CHECK(broker != NULL, "server_new failed");
 	bool slow = seed & 128;
 	for (int i = 0; i < NCLIENTS; i++)
 		client_open(&clients[i], slow && i == NCLIENTS - 1);
