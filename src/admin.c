@@ -235,7 +235,7 @@ api_overview(struct broker *b, struct table *t)
 	table_cstr(t, "version", EFT_VERSION);
 	table_u64(t, "started_at", b->started_ms / 1000);
 	table_u64(t, "uptime_seconds", now > b->started_ms ? (now - b->started_ms) / 1000 : 0);
-	table_u64(t, "connections", b->nconns);
+	table_u64(t, "connections", b->set->nconns);
 	table_u64(t, "connections_accepted", st->connections);
 	table_u64(t, "connections_rejected", st->rejected[STAT_REJECT_LIMIT] +
 	    st->rejected[STAT_REJECT_LOGIN]);
@@ -265,7 +265,7 @@ api_overview(struct broker *b, struct table *t)
 				continue;
 			char key[320];
 			snprintf(key, sizeof(key), "listener %s", cfg->listen[i].url);
-			table_u64(t, key, b->listener_conns[i]);
+			table_u64(t, key, b->set->listener_conns[i]);
 		}
 		return;
 	}
@@ -276,7 +276,7 @@ api_overview(struct broker *b, struct table *t)
 			continue;
 		sbuf_adds(t->out, first ? "{\"url\":" : ",{\"url\":");
 		sbuf_json_string(t->out, cfg->listen[i].url, strlen(cfg->listen[i].url));
-		sbuf_printf(t->out, ",\"connections\":%zu}", b->listener_conns[i]);
+		sbuf_printf(t->out, ",\"connections\":%zu}", b->set->listener_conns[i]);
 		first = false;
 	}
 	sbuf_addc(t->out, ']');
@@ -375,14 +375,14 @@ api_connections(struct broker *b, enum admin_format fmt, struct sbuf *out)
 	static const char *const versions[] = { "1.0", "1.1", "1.2" };
 	struct table t;
 	size_t n = 0, i = 0;
-	for (const struct conn *c = b->conns; c != NULL; c = c->next)
+	for (const struct conn *c = b->set->conns; c != NULL; c = c->next)
 		n++;
 	struct conn **all = malloc((n ? n : 1) * sizeof(*all));
 	if (all == NULL) {
 		out->failed = true;
 		return;
 	}
-	for (struct conn *c = b->conns; c != NULL; c = c->next)
+	for (struct conn *c = b->set->conns; c != NULL; c = c->next)
 		if (!c->refused)
 			all[i++] = c;
 	n = i;
@@ -549,7 +549,7 @@ api_close(struct broker *b, const char *seg, enum admin_format fmt, struct admin
 		reply_error(r, fmt, 400, "'%.64s' is not a connection ID", seg);
 		return;
 	}
-	struct conn *c = b->conns;
+	struct conn *c = b->set->conns;
 	while (c != NULL && (c->id != id || c->refused))
 		c = c->next;
 	if (c == NULL) {

@@ -82,7 +82,6 @@ broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl)
 	b->backend = &b->be;
 	b->dests.backend = &b->be;
 	b->kept = 0;
-	b->kept_released = 0;
 }
 
 /* ---- flow control: limits on queues and on memory ---- */

@@ -56,10 +56,10 @@ conn_want_flush(struct conn *c)
 		return;
 	c->in_flush = true;
 	c->flush_prev = NULL;
-	c->flush_next = b->flush_head;
-	if (b->flush_head)
-		b->flush_head->flush_prev = c;
-	b->flush_head = c;
+	c->flush_next = b->set->flush_head;
+	if (b->set->flush_head)
+		b->set->flush_head->flush_prev = c;
+	b->set->flush_head = c;
 	if (!b->flushing)
 		event_active(b->flush_ev, EV_WRITE, 0);
 }
@@ -74,10 +74,10 @@ held_link(struct conn *c)
 		return;
 	c->held = true;
 	c->held_prev = NULL;
-	c->held_next = b->held;
-	if (b->held)
-		b->held->held_prev = c;
-	b->held = c;
+	c->held_next = b->set->held;
+	if (b->set->held)
+		b->set->held->held_prev = c;
+	b->set->held = c;
 }
 
 static void
@@ -89,7 +89,7 @@ held_unlink(struct conn *c)
 	if (c->held_prev)
 		c->held_prev->held_next = c->held_next;
 	else
-		b->held = c->held_next;
+		b->set->held = c->held_next;
 	if (c->held_next)
 		c->held_next->held_prev = c->held_prev;
 	c->held_prev = c->held_next = NULL;
@@ -99,10 +99,10 @@ held_unlink(struct conn *c)
 void
 conn_check_paused_soon(struct broker *b)
 {
-	if (b->paused_ev == NULL || evtimer_pending(b->paused_ev, NULL))
+	if (b->set->paused_ev == NULL || evtimer_pending(b->set->paused_ev, NULL))
 		return;
 	struct timeval tv = { 0, PAUSE_CHECK_MS * 1000 };
-	evtimer_add(b->paused_ev, &tv);
+	evtimer_add(b->set->paused_ev, &tv);
 }
 
 uint64_t
@@ -156,14 +156,14 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	transport_bind(t, conn_readable, conn_writable, c);
 	conn_want_read(c, true);
 	c->opened_ms = c->last_read_ms = c->last_write_ms = conn_now_ms(c);
-	b->nconns++;
-	c->next = b->conns;
-	if (b->conns)
-		b->conns->prev = c;
-	b->conns = c;
+	b->set->nconns++;
+	c->next = b->set->conns;
+	if (b->set->conns)
+		b->set->conns->prev = c;
+	b->set->conns = c;
 	b->stats.connections++;
-	b->listener_conns[0]++;
-	c->id = ++b->next_conn_id;
+	b->set->listener_conns[0]++;
+	c->id = ++b->set->next_conn_id;
 	conn_schedule(c);
 	return c;
 fail:
@@ -210,15 +210,15 @@ conn_free(struct conn *c)
 		conn_detach(c);
 	conn_flush_remove(c);
 	if (c->refused) {
-		b->refusing--;
+		b->set->refusing--;
 	} else {
-		b->nconns--;
-		b->listener_conns[c->listen_idx]--;
+		b->set->nconns--;
+		b->set->listener_conns[c->listen_idx]--;
 	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		b->conns = c->next;
+		b->set->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
 	event_free(c->ev_timer);
@@ -229,7 +229,7 @@ conn_free(struct conn *c)
 	hold_free(&c->holds);
 	parser_free(&c->parser);
 	free(c);
-	if (b->stopping && b->conns == NULL)
+	if (b->set->stopping && b->set->conns == NULL)
 		event_base_loopexit(b->base, NULL);
 }
 
@@ -237,8 +237,8 @@ void
 conn_set_listener(struct conn *c, unsigned idx)
 {
 	struct broker *b = c->broker;
-	b->listener_conns[c->listen_idx]--;
-	b->listener_conns[idx]++;
+	b->set->listener_conns[c->listen_idx]--;
+	b->set->listener_conns[idx]++;
 	c->listen_idx = idx;
 }
 
@@ -247,9 +247,9 @@ conn_refuse(struct conn *c)
 {
 	struct broker *b = c->broker;
 	c->refused = true;
-	b->nconns--;
-	b->refusing++;
-	b->listener_conns[c->listen_idx]--;
+	b->set->nconns--;
+	b->set->refusing++;
+	b->set->listener_conns[c->listen_idx]--;
 	b->stats.connections--;
 	b->stats.frames_out[STAT_OUT_ERROR]++;
 	if (wire_error(&c->out, c->session.version, "too many connections", NULL, 0, NULL,
@@ -716,8 +716,8 @@ conn_pause(struct conn *c, struct dest *full)
 	c->paused_on = full;
 	c->paused_gen = b->dests.freed;
 	conn_want_read(c, false);
-	c->paused_next = b->paused;
-	b->paused = c;
+	c->paused_next = b->set->paused;
+	b->set->paused = c;
 	conn_check_paused_soon(b);
 	log_debug("%s: paused (%s)", c->peer, full ? dest_name(full) : "memory limit");
 }
@@ -726,7 +726,7 @@ conn_pause(struct conn *c, struct dest *full)
 static void
 paused_unlink(struct conn *c)
 {
-	struct conn **pp = &c->broker->paused;
+	struct conn **pp = &c->broker->set->paused;
 	while (*pp != NULL && *pp != c)
 		pp = &(*pp)->paused_next;
 	if (*pp == c)

@@ -16,6 +16,7 @@
 #include "eft/conn.h"
 #include "eft/listener.h"
 #include "eft/log.h"
+#include "eft/server.h"
 #include "eft/tls.h"
 #include "eft/transport.h"
 #include "eft/ws.h"
@@ -60,8 +61,8 @@ listener_refuse(struct listener *l, int fd, const char *peer)
 	struct broker *b = l->broker;
 	static const char full[] = "ERROR\nmessage:too many connections\n\n";
 	b->stats.rejected[STAT_REJECT_LIMIT]++;
-	if (b->refused++ == 0)
-		log_warn("connection limit (%zu) reached: refusing new connections", b->max_conns);
+	if (b->server->refused++ == 0)
+		log_warn("connection limit (%zu) reached: refusing new connections", b->server->max_conns);
 	/* Before its upgrade a WebSocket client cannot read a STOMP ERROR. */
 	if (l->ws) {
 		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
@@ -71,7 +72,7 @@ listener_refuse(struct listener *l, int fd, const char *peer)
 		evutil_closesocket(fd);
 		return;
 	}
-	if (b->refusing < REFUSING_MAX) {
+	if (b->set->refusing < REFUSING_MAX) {
 		struct transport *t = listener_transport(l, fd);
 		struct conn *c = t ? conn_new(b, t, peer) : NULL;
 		if (c != NULL) {
@@ -98,14 +99,14 @@ listener_accept_cb(struct evconnlistener *el, evutil_socket_t fd, struct sockadd
 	listener_peer_name(l, sa, peer, sizeof(peer));
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (b->nconns >= b->max_conns) {
+	if (b->set->nconns >= b->server->max_conns) {
 		listener_refuse(l, fd, peer);
 		return;
 	}
-	if (b->refused > 0) {
+	if (b->server->refused > 0) {
 		log_info("accepting connections again (%llu refused meanwhile)",
-		    (unsigned long long)b->refused);
-		b->refused = 0;
+		    (unsigned long long)b->server->refused);
+		b->server->refused = 0;
 	}
 	struct transport *t = listener_transport(l, fd);
 	if (t == NULL) {

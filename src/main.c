@@ -92,14 +92,14 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
 	struct broker *b = arg;
-	if (b->stopping) {
+	if (b->set->stopping) {
 		log_warn("signal %d again: stopping now", (int)sig);
 		event_base_loopexit(b->base, NULL);
 		return;
 	}
-	log_info("signal %d: shutting down (%zu connections to close)", (int)sig, b->nconns);
-	http_server_free(b->http); /* the admin listener too */
-	b->http = NULL;
+	log_info("signal %d: shutting down (%zu connections to close)", (int)sig, b->set->nconns);
+	http_server_free(b->server->http); /* the admin listener too */
+	b->server->http = NULL;
 	server_shutdown(b, SHUTDOWN_GRACE_MS);
 }
 
@@ -150,9 +150,9 @@ static bool
 reload_tls(struct broker *b)
 {
 	char err[512];
-	if (b->tls == NULL)
+	if (b->server->tls == NULL)
 		return false;
-	if (tls_server_reload(b->tls, b->cfg, err, sizeof(err)) != 0)
+	if (tls_server_reload(b->server->tls, b->cfg, err, sizeof(err)) != 0)
 		log_error("SIGHUP: TLS certificate not reloaded, keeping the one loaded before: %s",
 		    err);
 	else
@@ -281,11 +281,11 @@ open_admin(struct broker *b, char *err, size_t errlen)
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		if (!config_listen_is_http(&cfg->listen[i]))
 			continue;
-		if (b->http == NULL && (b->http = http_server_new(b)) == NULL) {
+		if (b->server->http == NULL && (b->server->http = http_server_new(b)) == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
-		if (http_server_bind(b->http, &cfg->listen[i], err, errlen) != 0)
+		if (http_server_bind(b->server->http, &cfg->listen[i], err, errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -308,7 +308,7 @@ start_broker(struct broker *b, char *err, size_t errlen)
 	if (cfg->data_dir[0] != '\0' && broker_open_store(b, err, errlen) != 0)
 		return -1;
 	size_t fit = raise_fd_limit();
-	b->max_conns = cfg->max_connections && cfg->max_connections < fit ? cfg->max_connections :
+	b->server->max_conns = cfg->max_connections && cfg->max_connections < fit ? cfg->max_connections :
 	    fit;
 	if (cfg->max_connections > fit)
 		log_warn("max-connections %zu is more than the open-file limit allows: using %zu",
@@ -325,12 +325,12 @@ log_started(const struct broker *b)
 {
 	log_info("eft %s (libevent %s, %s, %s)", EFT_VERSION, event_get_version(),
 	    event_base_get_method(b->base), OpenSSL_version(OPENSSL_VERSION));
-	for (const struct listener *l = b->listeners; l != NULL; l = l->next)
+	for (const struct listener *l = b->server->listeners; l != NULL; l = l->next)
 		log_info("listening on %s://%s%s%s:%u%s", l->where.scheme,
 		    strchr(l->where.host, ':') ? "[" : "", l->where.host,
 		    strchr(l->where.host, ':') ? "]" : "", l->port, l->where.path);
-	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->max_conns,
-	    b->max_conns == 1 ? "" : "s", b->max_memory >> 20);
+	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->server->max_conns,
+	    b->server->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (b->cluster != NULL)
 		log_info("cluster node %s: queues in JetStream stream EFT_QUEUES (replicas %u), "
 		    "topics and replies over NATS", cluster_node(b->cluster), b->cfg->cluster_replicas);
@@ -419,7 +419,7 @@ main(int argc, char **argv)
 	rc = 0;
 out:
 	if (b != NULL) {
-		http_server_free(b->http);
+		http_server_free(b->server->http);
 		broker_stop_cluster(b);
 	}
 	server_free(b);

@@ -200,7 +200,7 @@ metrics_render(struct broker *b, struct sbuf *out)
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		if (!config_listen_is_http(&cfg->listen[i]))
 			sample_label(out, "eft_connections", "listener", cfg->listen[i].url,
-			    strlen(cfg->listen[i].url), b->listener_conns[i]);
+			    strlen(cfg->listen[i].url), b->set->listener_conns[i]);
 	counter(out, "eft_connections_accepted_total", "Client connections accepted.",
 	    st->connections);
 	family(out, "eft_connections_rejected_total", "counter",

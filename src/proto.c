@@ -933,7 +933,7 @@ size_t
 proto_replace_users(struct broker *b, struct auth *users)
 {
 	size_t closed = 0;
-	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
+	for (struct conn *c = b->set->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		if (c->session.user == NULL)
 			continue;

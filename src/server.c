@@ -25,7 +25,7 @@ static void
 each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg)
 {
 	const struct broker *b = arg;
-	for (const struct conn *c = b->conns; c != NULL; c = c->next)
+	for (const struct conn *c = b->set->conns; c != NULL; c = c->next)
 		for (const struct delivery *dl = c->session.ep.deliveries; dl != NULL;
 		    dl = dl->hh.next)
 			fn(dl->msg, fnarg);
@@ -38,8 +38,8 @@ each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnar
 static void
 release_held(struct broker *b)
 {
-	b->kept_released = b->kept;
-	for (struct conn *c = b->held; c != NULL; c = c->held_next)
+	b->set->kept_released = b->kept;
+	for (struct conn *c = b->set->held; c != NULL; c = c->held_next)
 		if (hold_first_seq(&c->holds) <= b->kept)
 			conn_want_flush(c);
 }
@@ -55,15 +55,15 @@ server_flush(struct broker *b)
 	b->flushing = true;
 	if (b->backend != NULL)
 		broker_commit(b);
-	if (b->held != NULL && b->kept != b->kept_released)
+	if (b->set->held != NULL && b->kept != b->set->kept_released)
 		release_held(b);
-	while (b->flush_head != NULL) {
-		struct conn *c = b->flush_head;
+	while (b->set->flush_head != NULL) {
+		struct conn *c = b->set->flush_head;
 		conn_flush_remove(c);
 		conn_flush(c);
 	}
 	b->flushing = false;
-	if (b->paused != NULL)
+	if (b->set->paused != NULL)
 		server_check_paused(b);
 }
 
@@ -108,7 +108,7 @@ size_t
 server_paused_count(const struct broker *b)
 {
 	size_t n = 0;
-	for (const struct conn *c = b->paused; c != NULL; c = c->paused_next)
+	for (const struct conn *c = b->set->paused; c != NULL; c = c->paused_next)
 		n++;
 	return n;
 }
@@ -123,8 +123,8 @@ server_check_paused(struct broker *b)
 	}
 	broker_pressure(b); /* ends a backend's alarm when it is over */
 	/* Take the list: resuming runs buffered frames, which may pause again. */
-	struct conn *list = b->paused;
-	b->paused = NULL;
+	struct conn *list = b->set->paused;
+	b->set->paused = NULL;
 	while (list != NULL) {
 		struct conn *c = list;
 		list = c->paused_next;
@@ -132,11 +132,11 @@ server_check_paused(struct broker *b)
 		if (may_resume(b, c)) {
 			conn_resume(c);
 		} else {
-			c->paused_next = b->paused;
-			b->paused = c;
+			c->paused_next = b->set->paused;
+			b->set->paused = c;
 		}
 	}
-	if (b->paused != NULL)
+	if (b->set->paused != NULL)
 		conn_check_paused_soon(b);
 }
 
@@ -155,54 +155,60 @@ stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct broker *b = arg;
 	log_warn("%zu connections still open at the end of the shutdown grace period; "
-	    "closing them", b->nconns + b->refusing);
+	    "closing them", b->set->nconns + b->set->refusing);
 	event_base_loopexit(b->base, NULL);
 }
 
 void
 server_shutdown(struct broker *b, unsigned grace_ms)
 {
-	b->stopping = true;
-	while (b->listeners != NULL) {
-		struct listener *l = b->listeners;
-		b->listeners = l->next;
+	b->set->stopping = true;
+	while (b->server->listeners != NULL) {
+		struct listener *l = b->server->listeners;
+		b->server->listeners = l->next;
 		listener_close(l);
 	}
 	/* No message moves to another connection while they all close: what a
 	 * subscriber had goes back to its queue and stays there. */
-	for (struct conn *c = b->conns; c != NULL; c = c->next)
+	for (struct conn *c = b->set->conns; c != NULL; c = c->next)
 		c->session.ep.blocked = true;
-	for (struct conn *c = b->conns, *next; c != NULL; c = next) {
+	for (struct conn *c = b->set->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		conn_shutdown(c);
 	}
-	if (b->conns == NULL) {
+	if (b->set->conns == NULL) {
 		event_base_loopexit(b->base, NULL);
 		return;
 	}
 	struct timeval tv = { .tv_sec = grace_ms / 1000, .tv_usec = (grace_ms % 1000) * 1000 };
-	if (b->stop_ev == NULL || evtimer_add(b->stop_ev, &tv) != 0)
+	if (b->server->stop_ev == NULL || evtimer_add(b->server->stop_ev, &tv) != 0)
 		event_base_loopexit(b->base, NULL);
 }
 
 void
 server_close_all(struct broker *b)
 {
-	while (b->conns != NULL)
-		conn_free(b->conns);
+	while (b->set->conns != NULL)
+		conn_free(b->set->conns);
 }
 
 struct broker *
 server_new(struct event_base *base, const struct config *cfg)
 {
 	struct broker *b = calloc(1, sizeof(*b));
-	if (b == NULL)
+	struct server *srv = calloc(1, sizeof(*srv));
+	if (b == NULL || srv == NULL) {
+		free(b);
+		free(srv);
 		return NULL;
-	b->max_conns = SIZE_MAX;
+	}
+	b->server = srv;
+	b->set = &srv->set;
+	srv->max_conns = SIZE_MAX;
 	b->flush_ev = event_new(base, -1, 0, flush_cb, b);
-	b->paused_ev = evtimer_new(base, paused_cb, b);
-	b->stop_ev = evtimer_new(base, stop_timeout_cb, b);
-	if (b->flush_ev == NULL || b->paused_ev == NULL || b->stop_ev == NULL ||
+	b->set->paused_ev = evtimer_new(base, paused_cb, b);
+	b->server->stop_ev = evtimer_new(base, stop_timeout_cb, b);
+	if (b->flush_ev == NULL || b->set->paused_ev == NULL || b->server->stop_ev == NULL ||
 	    broker_init(b, base, cfg) != 0) {
 		server_free(b);
 		return NULL;
@@ -216,20 +222,21 @@ server_free(struct broker *b)
 {
 	if (b == NULL)
 		return;
-	while (b->listeners != NULL) {
-		struct listener *l = b->listeners;
-		b->listeners = l->next;
+	while (b->server->listeners != NULL) {
+		struct listener *l = b->server->listeners;
+		b->server->listeners = l->next;
 		listener_close(l);
 	}
 	server_close_all(b);
 	broker_fini(b);
 	if (b->flush_ev)
 		event_free(b->flush_ev);
-	if (b->paused_ev)
-		event_free(b->paused_ev);
-	if (b->stop_ev)
-		event_free(b->stop_ev);
-	tls_server_free(b->tls);
+	if (b->set->paused_ev)
+		event_free(b->set->paused_ev);
+	if (b->server->stop_ev)
+		event_free(b->server->stop_ev);
+	tls_server_free(b->server->tls);
+	free(b->server);
 	free(b);
 }
 
@@ -237,15 +244,15 @@ int
 server_listen(struct broker *b, char *err, size_t errlen)
 {
 	const struct config *cfg = b->cfg;
-	struct listener **tail = &b->listeners;
+	struct listener **tail = &b->server->listeners;
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		const struct config_listen *where = &cfg->listen[i];
 		if (config_listen_is_http(where))
 			continue; /* the admin listener: main's (http.c) */
 		bool tls = strcmp(where->scheme, "tls") == 0 || strcmp(where->scheme, "wss") == 0;
-		if (tls && b->tls == NULL && (b->tls = tls_server_new(cfg, err, errlen)) == NULL)
+		if (tls && b->server->tls == NULL && (b->server->tls = tls_server_new(cfg, err, errlen)) == NULL)
 			return -1;
-		struct listener *l = listener_open(b, where, tls ? b->tls : NULL, err, errlen);
+		struct listener *l = listener_open(b, where, tls ? b->server->tls : NULL, err, errlen);
 		if (l == NULL)
 			return -1;
 		l->idx = (unsigned)i;

@@ -1,7 +1,7 @@
 /* broker.h - the broker's state: destinations, message and session ids,
- * statistics, the memory limit and the backend (broker.c); and, in the
- * same struct for now, the server's (server.h: connections, listeners, the
- * once-per-loop output flush, paused producers).
+ * statistics, the memory limit and the backend (broker.c).  The server
+ * (server.h: listeners, the once-per-loop output flush) and its set of
+ * connections (conn.h) are apart: the broker only points at them.
  *
  * eftd is single-threaded: everything here is touched only from the libevent
  * loop, so nothing is locked. */
@@ -32,6 +32,8 @@ struct tls_server;
 struct store;
 struct http_server;
 struct cluster;
+struct conn_set;
+struct server;
 
 /* Frames eftd sends, by command (MESSAGE is stats.subs.deliveries). */
 enum stat_out { STAT_OUT_CONNECTED, STAT_OUT_RECEIPT, STAT_OUT_ERROR, STAT_OUT_COUNT };
@@ -95,26 +97,11 @@ struct broker {
 	 * connections listed in held. */
 	uint64_t kept;
 
-	/* ---- the server's (server.c; the lists' links are conn.c's) ---- */
-	struct conn *conns;                  /* all connections, linked by next */
-	uint64_t next_conn_id;               /* names connections in the admin API */
-	size_t nconns;
-	size_t max_conns;                    /* more are refused */
-	uint64_t refused;                    /* connections refused since the limit was hit */
-	size_t refusing;                     /* refused connections still getting their ERROR */
-	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
-	struct conn *flush_head;             /* connections with output to write */
-	struct event *flush_ev;
+	/* ---- what the core knows of the server ---- */
+	struct event *flush_ev;              /* the server's flush, woken by the backend */
 	bool flushing;                       /* in server_flush: output added joins its walk */
-	struct conn *held;                   /* connections with held output, by held_next */
-	uint64_t kept_released;              /* kept when the held list was last looked at */
-	struct conn *paused;                 /* producers not being read, linked by paused_next */
-	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
-	struct listener *listeners;          /* linked by next */
-	struct tls_server *tls;              /* for tls:// listeners, made by server_listen */
-	struct http_server *http;            /* the admin listener (http://), main's, or NULL */
-	bool stopping;                       /* shutting down: the loop ends when conns do */
-	struct event *stop_ev;               /* ends the loop if they take too long */
+	struct conn_set *set;                /* the connections (conn.h), the server's */
+	struct server *server;               /* the rest of the server (server.h) */
 };
 
 /* The broker's own state in b (zeroed, its server parts made by

@@ -25,6 +25,21 @@ enum conn_state {
 	                     * bound, then closed */
 };
 
+/* The set of connections: the server's, linked and counted here. */
+struct conn_set {
+	struct conn *conns;                  /* all connections, linked by next */
+	uint64_t next_conn_id;               /* names connections in the admin API */
+	size_t nconns;
+	size_t refusing;                     /* refused connections still getting their ERROR */
+	size_t listener_conns[CONFIG_MAX_LISTENERS]; /* open connections by cfg->listen index */
+	struct conn *flush_head;             /* connections with output to write */
+	struct conn *held;                   /* connections with held output, by held_next */
+	uint64_t kept_released;              /* the backend's kept when held was last looked at */
+	struct conn *paused;                 /* producers not being read, linked by paused_next */
+	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
+	bool stopping;                       /* shutting down: the loop ends when conns do */
+};
+
 struct conn {
 	struct broker *broker;
 	struct transport *transport;
@@ -43,11 +58,11 @@ struct conn {
 	struct holds holds;            /* RECEIPTs waiting for the backend to keep ... */
 	uint64_t promised;             /* ... this: broker_promised after its last frame that
 	                                  asked something of the backend */
-	bool held;                     /* it has holds: on broker->held */
+	bool held;                     /* it has holds: on set->held */
 	bool receipt_tracked;          /* a frame is being handled with a backend on: ... */
 	uint64_t receipt_at, receipt_end; /* ... where its RECEIPT went (0, 0: none) */
 	struct conn *held_prev, *held_next;
-	struct conn *prev, *next;      /* broker->conns */
+	struct conn *prev, *next;      /* set->conns */
 	unsigned hb_send_ms;           /* we send a heart-beat after this much silence; 0 = never */
 	unsigned hb_recv_ms;           /* the client promised to send this often; 0 = no promise */
 	uint64_t last_read_ms, last_write_ms;
@@ -63,7 +78,7 @@ struct conn {
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
 	uint64_t paused_gen;           /* dests.freed when paused (paused_on still valid?) */
-	struct conn *paused_next;      /* broker->paused */
+	struct conn *paused_next;      /* set->paused */
 	uint64_t reject_at_ms;         /* failed login: ERROR and close then; 0 if none */
 };
 
@@ -80,7 +95,7 @@ void conn_free(struct conn *c);
  * of a reset. */
 void conn_close_after_flush(struct conn *c);
 /* Over the connection limit: an ERROR saying so, then a lingering close.
- * The connection no longer counts in broker->nconns. */
+ * The connection no longer counts in the set's nconns. */
 void conn_refuse(struct conn *c);
 /* The broker is stopping: STOMP 1.1 and 1.2 sessions get an ERROR saying
  * so; every connection closes as conn_close_after_flush does. */
@@ -107,7 +122,7 @@ conn_flush_remove(struct conn *c)
 	if (c->flush_prev)
 		c->flush_prev->flush_next = c->flush_next;
 	else
-		c->broker->flush_head = c->flush_next;
+		c->broker->set->flush_head = c->flush_next;
 	if (c->flush_next)
 		c->flush_next->flush_prev = c->flush_prev;
 	c->flush_prev = c->flush_next = NULL;

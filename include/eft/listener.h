@@ -16,7 +16,7 @@ struct event;
 struct tls_server;
 
 struct listener {
-	struct listener *next;          /* broker->listeners */
+	struct listener *next;          /* broker->server->listeners */
 	struct broker *broker;
 	struct config_listen where;
 	struct tls_server *tls;         /* tls://, wss://: the server context (the broker's) */

@@ -1,13 +1,23 @@
 /* server.h - the broker as a server: connections, the flush once per loop
- * turn, paused producers, listeners, and a clean stop (server.c).  The
- * state is struct broker's (broker.h): its server fields are the lists of
- * connections, listeners and the events below. */
+ * turn, paused producers, listeners, and a clean stop (server.c). */
 #ifndef EFT_SERVER_H
 #define EFT_SERVER_H
 
 #include <stddef.h>
 
 #include "eft/broker.h"
+#include "eft/conn.h"
+
+/* The server's own state; b->server. */
+struct server {
+	struct conn_set set;                 /* the connections; b->set */
+	struct listener *listeners;          /* linked by next */
+	struct tls_server *tls;              /* for tls:// listeners, made by server_listen */
+	struct http_server *http;            /* the admin listener (http://), main's, or NULL */
+	size_t max_conns;                    /* more are refused */
+	uint64_t refused;                    /* connections refused since the limit was hit */
+	struct event *stop_ev;               /* ends the loop if they take too long */
+};
 
 /* A broker with its server parts; NULL if out of memory. */
 struct broker *server_new(struct event_base *base, const struct config *cfg);

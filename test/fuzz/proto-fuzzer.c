@@ -218,7 +218,7 @@ static void
 check_broker(void)
 {
 	dests_foreach(&broker->dests, check_dest, NULL);
-	for (struct conn *c = broker->conns; c != NULL; c = c->next) {
+	for (struct conn *c = broker->set->conns; c != NULL; c = c->next) {
 		size_t unacked = 0;
 		struct sub *s, *stmp;
 		HASH_ITER(hh, c->session.ep.subs, s, stmp) {
@@ -263,7 +263,7 @@ check_idle_dest(const struct dest *d, void *arg)
 static void
 check_broker_idle(void)
 {
-	CHECK(broker->conns == NULL && broker->nconns == 0 && broker->paused == NULL,
+	CHECK(broker->set->conns == NULL && broker->set->nconns == 0 && broker->set->paused == NULL,
 	    "connections left");
 	size_t bytes = 0;
 	dests_foreach(&broker->dests, check_idle_dest, &bytes);

@@ -434,7 +434,7 @@ test_drop_head_overflow(void **state)
 	assert_int_equal(dest_depth(find(fx, "/queue/small")), 3);
 	assert_int_equal(dest_depth(find(fx, "/queue/small.dlq")), 2);
 	assert_int_equal(fx->b->stats.dead_lettered[DEATH_OVERFLOW], 2);
-	assert_null(fx->b->paused); /* drop-head never makes a producer wait */
+	assert_null(fx->b->set->paused); /* drop-head never makes a producer wait */
 	struct conn *c = client(fx);
 	feed(c, "SUBSCRIBE\nid:0\ndestination:/queue/small\n\n");
 	expect_bodies(c, "1,4,5"); /* the oldest of the lowest priority went first */
@@ -452,7 +452,7 @@ test_block_overflow_still_pauses(void **state)
 	struct conn *p = client(fx);
 	send_with(p, "/queue/full", "", "1");
 	send_with(p, "/queue/full", "", "2");
-	assert_non_null(fx->b->paused);
+	assert_non_null(fx->b->set->paused);
 	assert_int_equal(dest_depth(find(fx, "/queue/full")), 2);
 }
 
