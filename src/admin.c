@@ -347,7 +347,7 @@ conn_subscriptions(struct table *t, const struct conn *c)
 	if (t->fmt == ADMIN_JSON)
 		sbuf_addc(t->out, '[');
 	bool first = true;
-	for (const struct sub *s = c->session.ep.subs; s != NULL; s = s->hh.next) {
+	for (const struct sub *s = c->session->ep.subs; s != NULL; s = s->hh.next) {
 		const char *dn = dest_name(s->dest);
 		size_t dlen = dest_name_len(s->dest);
 		if (t->fmt == ADMIN_TSV) {
@@ -391,7 +391,7 @@ api_connections(struct broker *b, enum admin_format fmt, struct sbuf *out)
 	uint64_t now = n ? conn_now_ms(all[0]) : 0;
 	for (i = 0; i < n; i++) {
 		const struct conn *c = all[i];
-		const struct session *ss = &c->session;
+		const struct session *ss = c->session;
 		const char *peer = strchr(c->peer, ' ');
 		size_t unacked = 0;
 		for (const struct sub *s = ss->ep.subs; s != NULL; s = s->hh.next)

@@ -139,7 +139,6 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
-	session_init(&c->session, c, b, c->peer, &c->out, conn_output_added, c);
 	const struct config *cfg = b->cfg;
 	struct parser_limits limits = {
 		.max_frame = cfg->max_frame_size,
@@ -149,6 +148,9 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	};
 	parser_init(&c->parser, &limits);
 	if (outbuf_init(&c->out) != 0)
+		goto fail;
+	c->session = session_new(b, c->peer, &c->out, conn_output_added, c);
+	if (c->session == NULL)
 		goto fail;
 	c->ev_timer = evtimer_new(b->base, timer_cb, c);
 	if (c->ev_timer == NULL)
@@ -167,6 +169,7 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	conn_schedule(c);
 	return c;
 fail:
+	session_free(c->session);
 	outbuf_free(&c->out);
 	parser_free(&c->parser);
 	transport_free(t);
@@ -179,7 +182,7 @@ static void
 conn_detach(struct conn *c)
 {
 	c->state = CONN_CLOSING;
-	session_end(&c->session);
+	session_end(c->session);
 }
 
 void
@@ -225,6 +228,7 @@ conn_free(struct conn *c)
 	transport_free(c->transport);
 	if (!c->refused)
 		log_info("%s: connection closed", c->peer);
+	session_free(c->session); /* ended already (conn_detach) */
 	outbuf_free(&c->out);
 	hold_free(&c->holds);
 	parser_free(&c->parser);
@@ -252,7 +256,7 @@ conn_refuse(struct conn *c)
 	b->set->listener_conns[c->listen_idx]--;
 	b->stats.connections--;
 	b->stats.frames_out[STAT_OUT_ERROR]++;
-	if (wire_error(&c->out, c->session.version, "too many connections", NULL, 0, NULL,
+	if (wire_error(&c->out, c->session->version, "too many connections", NULL, 0, NULL,
 	    "The server has as many connections as it may (max-connections); try again later.") != 0) {
 		conn_free(c);
 		return;
@@ -263,9 +267,9 @@ conn_refuse(struct conn *c)
 void
 conn_shutdown(struct conn *c)
 {
-	if (c->state == CONN_OPEN && c->session.version >= STOMP_1_1) {
+	if (c->state == CONN_OPEN && c->session->version >= STOMP_1_1) {
 		c->broker->stats.frames_out[STAT_OUT_ERROR]++;
-		if (wire_error(&c->out, c->session.version, "server shutting down", NULL, 0, NULL,
+		if (wire_error(&c->out, c->session->version, "server shutting down", NULL, 0, NULL,
 		    "The server is stopping; reconnect later.") != 0)
 			log_error("%s: out of memory writing ERROR", c->peer);
 	}
@@ -356,7 +360,7 @@ conn_output_added(void *arg)
 	const struct config *cfg = c->broker->cfg;
 	size_t len = outbuf_length(&c->out);
 	if (len >= cfg->output_high_water) {
-		c->session.ep.blocked = true;
+		c->session->ep.blocked = true;
 		/* Only topic deliveries pass the high-water mark by much: a
 		 * subscriber that does not read is cut off at the flush. */
 		if (len > cfg->max_output)
@@ -369,9 +373,9 @@ conn_output_added(void *arg)
 static void
 conn_unblock(struct conn *c)
 {
-	c->session.ep.blocked = false;
+	c->session->ep.blocked = false;
 	struct sub *s, *tmp;
-	HASH_ITER(hh, c->session.ep.subs, s, tmp) {
+	HASH_ITER(hh, c->session->ep.subs, s, tmp) {
 		if (dest_kind(s->dest) == DEST_QUEUE && sub_can_take(s)) {
 			dest_ready_add(s->dest, s);
 			dest_dispatch(s->dest);
@@ -483,7 +487,7 @@ conn_flush(struct conn *c)
 		conn_linger(c);
 		return 0;
 	}
-	if (c->session.ep.blocked && left < c->broker->cfg->output_high_water / 2)
+	if (c->session->ep.blocked && left < c->broker->cfg->output_high_water / 2)
 		conn_unblock(c);
 	return 0;
 }

@@ -52,9 +52,9 @@ error_context(const struct conn *c, const struct frame *f, char *out, size_t out
 		log_clean(cmd, sizeof(cmd), f->cmd_name, f->cmd_len);
 	if (d != NULL)
 		log_clean(dest, sizeof(dest), d->value, d->value_len);
-	if (c->session.user != NULL)
-		log_clean(user, sizeof(user), auth_user_name(c->session.user),
-		    strlen(auth_user_name(c->session.user)));
+	if (c->session->user != NULL)
+		log_clean(user, sizeof(user), auth_user_name(c->session->user),
+		    strlen(auth_user_name(c->session->user)));
 	snprintf(out, outlen, "%s%s%s%s%s%s", cmd, cmd[0] && dest[0] ? " " : "", dest,
 	    (cmd[0] || dest[0]) && user[0] ? ", " : "", user[0] ? "user " : "", user);
 }
@@ -68,7 +68,7 @@ send_error(struct conn *c, const struct frame *f, enum log_level level, const ch
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
 	char context[320];
 	c->broker->stats.frames_out[STAT_OUT_ERROR]++;
-	if (wire_error(&c->out, c->session.version, message, r ? r->value : NULL,
+	if (wire_error(&c->out, c->session->version, message, r ? r->value : NULL,
 	    r ? r->value_len : 0, extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
 	error_context(c, f, context, sizeof(context));
@@ -174,7 +174,7 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
 	*failed = false;
 	if (h == NULL)
 		return NULL;
-	struct tx *t = tx_find(&c->session, h->value, h->value_len);
+	struct tx *t = tx_find(c->session, h->value, h->value_len);
 	if (t == NULL) {
 		*failed = true;
 		fail(c, f, "unknown transaction", "%s names transaction '%.*s', which was not begun.",
@@ -190,7 +190,7 @@ static __attribute__((noinline)) int
 send_receipt_tracked(struct conn *c, const struct header *r)
 {
 	uint64_t at = conn_out_pos(c);
-	if (wire_receipt(&c->out, c->session.version, r->value, r->value_len) != 0)
+	if (wire_receipt(&c->out, c->session->version, r->value, r->value_len) != 0)
 		return -1;
 	c->receipt_at = at;
 	c->receipt_end = conn_out_pos(c);
@@ -206,7 +206,7 @@ send_receipt(struct conn *c, const struct frame *f)
 	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
 	if (__builtin_expect(c->receipt_tracked, 0))
 		return send_receipt_tracked(c, r);
-	return wire_receipt(&c->out, c->session.version, r->value, r->value_len);
+	return wire_receipt(&c->out, c->session->version, r->value, r->value_len);
 }
 
 /* ---- CONNECT / STOMP ---- */
@@ -286,9 +286,9 @@ authenticate(struct conn *c, const struct frame *f, const struct header *login)
 	}
 	const struct header *pass = frame_get(f, HDR_PASSCODE);
 	if (login != NULL && (!anonymous_ok || auth_find(b->auth, login->value, login->value_len))) {
-		c->session.user = auth_check(b->auth, login->value, login->value_len,
+		c->session->user = auth_check(b->auth, login->value, login->value_len,
 		    pass ? pass->value : NULL, pass ? pass->value_len : 0);
-		if (c->session.user != NULL)
+		if (c->session->user != NULL)
 			return true;
 	} else {
 		return true;
@@ -331,13 +331,13 @@ handle_connect(struct conn *c, struct frame *f)
 		return RESULT_FAILED;
 
 	const struct header *cid = frame_find(f, "client-id");
-	if (cid != NULL && (c->session.client_id = strndup(cid->value, cid->value_len)) == NULL)
+	if (cid != NULL && (c->session->client_id = strndup(cid->value, cid->value_len)) == NULL)
 		return fail_oom(c, f);
-	session_set_version(&c->session, (enum stomp_version)v);
-	c->parser.version = c->session.version;
+	session_set_version(c->session, (enum stomp_version)v);
+	c->parser.version = c->session->version;
 	c->state = CONN_OPEN;
-	c->session.ep.open = true;
-	c->session.id = c->broker->next_session++;
+	c->session->ep.open = true;
+	c->session->id = c->broker->next_session++;
 	unsigned floor = c->broker->cfg->heartbeat_min_ms;
 	c->hb_send_ms = heartbeat_interval(cy, floor);
 	c->hb_recv_ms = heartbeat_interval(cx, floor);
@@ -347,11 +347,11 @@ handle_connect(struct conn *c, struct frame *f)
 	if (av == NULL) {
 		/* A 1.0 client that never heard of versions gets a 1.0 reply. */
 		n = snprintf(connected, sizeof(connected), "CONNECTED\nsession:eft-%" PRIu64 "\n\n",
-		    c->session.id);
+		    c->session->id);
 	} else {
 		n = snprintf(connected, sizeof(connected),
 		    "CONNECTED\nversion:1.%d\nheart-beat:%u,%u\nserver:eft/%s\nsession:eft-%" PRIu64
-		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session.id);
+		    "\n\n", v, c->hb_send_ms, c->hb_recv_ms, EFT_VERSION, c->session->id);
 	}
 	/* The frame's NUL is the one snprintf wrote. */
 	if (outbuf_add(&c->out, connected, (size_t)n + 1) != 0)
@@ -362,7 +362,7 @@ handle_connect(struct conn *c, struct frame *f)
 	if (login != NULL)
 		log_clean(name, sizeof(name), login->value, login->value_len);
 	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%s", c->peer, v,
-	    c->session.id, login ? ", login " : "", name);
+	    c->session->id, login ? ", login " : "", name);
 	return RESULT_DONE; /* CONNECT takes no receipt */
 }
 
@@ -443,9 +443,9 @@ handle_send(struct conn *c, struct frame *f)
 	const struct header *dh = require_dest(c, f, &kind);
 	if (dh == NULL)
 		return RESULT_FAILED;
-	if (!auth_may_write(c->session.user, dh->value, dh->value_len))
+	if (!auth_may_write(c->session->user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
-		    auth_user_name(c->session.user), SHOWN(dh));
+		    auth_user_name(c->session->user), SHOWN(dh));
 	bool failed;
 	struct tx *t = frame_tx(c, f, &failed);
 	if (failed)
@@ -470,8 +470,8 @@ handle_send(struct conn *c, struct frame *f)
 		/* The name becomes a subscription id: same rule as destinations. */
 		if (address_parse(rt->value, rt->value_len, !f->plain, &rt_kind) != ADDRESS_OK)
 			return fail(c, f, "invalid reply-to", "A temp-queue name may not contain a CR or LF.");
-		struct temp *tq = temp_get(&c->session, rt->value, rt->value_len);
-		int rc = tq ? temp_auto_subscribe(&c->session, tq) : -1;
+		struct temp *tq = temp_get(c->session, rt->value, rt->value_len);
+		int rc = tq ? temp_auto_subscribe(c->session, tq) : -1;
 		if (rc == -2)
 			return fail(c, f, "subscription id already in use",
 			    "Replies to reply-to:%s would arrive on subscription id '%s', but this "
@@ -498,12 +498,12 @@ handle_send(struct conn *c, struct frame *f)
 	struct dest *d = NULL;
 	int rc;
 	if (t == NULL) {
-		rc = route_send(&c->session, dh->value, dh->value_len, kind, m, &d);
+		rc = route_send(c->session, dh->value, dh->value_len, kind, m, &d);
 	} else {
 		/* A SEND the cluster could never take is refused now, as it is
 		 * outside a transaction: at COMMIT it would refuse all of it. */
 		const char *why;
-		rc = route_carried(&c->session, dh->value, dh->value_len, kind) ?
+		rc = route_carried(c->session, dh->value, dh->value_len, kind) ?
 		    be->ops->check(be->impl, (int)kind, dh->value, dh->value_len, m, &why) : 0;
 		if (rc == BACKEND_DOWN)
 			rc = 0; /* the COMMIT finds out, when it checks again */
@@ -560,15 +560,15 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (dh == NULL)
 		return RESULT_FAILED;
 	rq->dest = dh;
-	if (!auth_may_read(c->session.user, dh->value, dh->value_len))
+	if (!auth_may_read(c->session->user, dh->value, dh->value_len))
 		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
-		    auth_user_name(c->session.user), SHOWN(dh));
+		    auth_user_name(c->session->user), SHOWN(dh));
 	if (rq->kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
 		    "Only the connection that made a temp-queue receives from it: "
 		    "SUBSCRIBE to /temp-queue/NAME, or just SEND with reply-to:/temp-queue/NAME.");
 	const struct header *idh = frame_get(f, HDR_ID);
-	if (idh == NULL && c->session.version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
+	if (idh == NULL && c->session->version != STOMP_1_0 && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	/* STOMP 1.0 lets the destination name a subscription without an id. */
 	rq->id = idh ? idh->value : dh->value;
@@ -578,14 +578,14 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	/* Our own temp-queue: the client's subscription replaces the one
 	 * eftd made for it (ActiveMQ-style clients subscribe themselves). */
 	if (rq->kind == ADDR_TEMP_QUEUE) {
-		rq->tq = temp_get(&c->session, dh->value, dh->value_len);
+		rq->tq = temp_get(c->session, dh->value, dh->value_len);
 		if (rq->tq == NULL)
 			return fail_oom(c, f);
 		if (rq->tq->auto_sub != NULL)
 			sub_end(rq->tq->auto_sub);
 	}
 	struct sub *dup;
-	HASH_FIND(hh, c->session.ep.subs, rq->id, rq->id_len, dup);
+	HASH_FIND(hh, c->session->ep.subs, rq->id, rq->id_len, dup);
 	if (dup != NULL)
 		return fail(c, f, "subscription id already in use",
 		    "This connection already has a subscription '%.*s'.",
@@ -598,13 +598,13 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    SHOWN_N(ah->value, ah->value_len, 100));
 	size_t max = c->broker->cfg->max_subscriptions;
-	if (HASH_COUNT(c->session.ep.subs) >= max) {
+	if (HASH_COUNT(c->session->ep.subs) >= max) {
 		char message[96];
 		snprintf(message, sizeof(message), "too many subscriptions: over %zu "
 		    "(max-subscriptions is %zu)", max, max);
 		return fail(c, f, message,
 		    "This connection has %u subscriptions, the most allowed (max-subscriptions).",
-		    HASH_COUNT(c->session.ep.subs));
+		    HASH_COUNT(c->session->ep.subs));
 	}
 	uint64_t prefetch = 0;
 	const struct header *ph = frame_get(f, HDR_PREFETCH_COUNT);
@@ -616,7 +616,7 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		    SHOWN_N(ph->value, ph->value_len, 100));
 	rq->prefetch = (uint32_t)prefetch;
 
-	rq->durable = rq->kind == ADDR_TOPIC && durable_name(&c->session, f, rq->durable_name,
+	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
 	rq->selector = frame_get(f, HDR_SELECTOR);
 	if (rq->selector != NULL && blank(rq->selector->value, rq->selector->value_len))
@@ -724,7 +724,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 		selector_free(sel);
 		return res == RESULT_OK ? fail_oom(c, f) : res;
 	}
-	struct sub *s = sub_new(&c->session.ep, d, rq.id, rq.id_len, rq.has_id, rq.ack,
+	struct sub *s = sub_new(&c->session->ep, d, rq.id, rq.id_len, rq.has_id, rq.ack,
 	    rq.prefetch, sel);
 	if (s == NULL) {
 		dests_release(&c->broker->dests, d);
@@ -778,15 +778,15 @@ handle_unsubscribe(struct conn *c, struct frame *f)
 {
 	char durable[DURABLE_NAME_MAX];
 	size_t durable_len;
-	bool is_durable = durable_name(&c->session, f, durable, sizeof(durable), &durable_len);
+	bool is_durable = durable_name(c->session, f, durable, sizeof(durable), &durable_len);
 	const struct header *h = frame_get(f, HDR_ID);
-	if (h == NULL && c->session.version == STOMP_1_0)
+	if (h == NULL && c->session->version == STOMP_1_0)
 		h = frame_get(f, HDR_DESTINATION);
 	if (h == NULL && !is_durable && require(c, f, HDR_ID) == NULL)
 		return RESULT_FAILED;
 	struct sub *s = NULL;
 	if (h != NULL)
-		HASH_FIND(hh, c->session.ep.subs, h->value, h->value_len, s);
+		HASH_FIND(hh, c->session->ep.subs, h->value, h->value_len, s);
 	if (s == NULL && !is_durable)
 		return fail(c, f, "no such subscription",
 		    "UNSUBSCRIBE names '%.*s', which is not a subscription of this connection.",
@@ -815,15 +815,15 @@ find_delivery(struct conn *c, const struct frame *f, struct delivery_key *k)
 		return false;
 	struct sub *s, *tmp;
 	if (sh != NULL) {
-		HASH_FIND(hh, c->session.ep.subs, sh->value, sh->value_len, s);
+		HASH_FIND(hh, c->session->ep.subs, sh->value, sh->value_len, s);
 		if (s == NULL)
 			return false;
 		k->sub_seq = s->seq;
 		return true;
 	}
-	HASH_ITER(hh, c->session.ep.subs, s, tmp) {
+	HASH_ITER(hh, c->session->ep.subs, s, tmp) {
 		k->sub_seq = s->seq;
-		if (sub_find_delivery(&c->session.ep, k) != NULL)
+		if (sub_find_delivery(&c->session->ep, k) != NULL)
 			return true;
 	}
 	return false;
@@ -851,7 +851,7 @@ settle(struct conn *c, struct frame *f, bool nack)
 	    frame_header_is(f, "requeue", "false") ? SETTLE_REJECT : SETTLE_NACK;
 	if (t != NULL)
 		return tx_add_settle(t, &k, how) == 0 ? RESULT_OK : fail_oom(c, f);
-	sub_settle(&c->session.ep, &k, how);
+	sub_settle(&c->session->ep, &k, how);
 	return RESULT_OK;
 }
 
@@ -875,10 +875,10 @@ handle_begin(struct conn *c, struct frame *f)
 	const struct header *h = require(c, f, HDR_TRANSACTION);
 	if (h == NULL)
 		return RESULT_FAILED;
-	if (tx_find(&c->session, h->value, h->value_len) != NULL)
+	if (tx_find(c->session, h->value, h->value_len) != NULL)
 		return fail(c, f, "transaction already begun", "Transaction '%.*s' is already open.",
 		    SHOWN(h));
-	return tx_begin(&c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
+	return tx_begin(c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
 }
 
 static enum result
@@ -891,15 +891,15 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 	if (failed)
 		return RESULT_FAILED;
 	if (!commit) {
-		tx_abort(&c->session, t);
+		tx_abort(c->session, t);
 		return RESULT_OK;
 	}
 	if (c->broker->backend != NULL && c->broker->backend->ops->keep != NULL &&
 	    broker_pressure(c->broker) == BACKEND_FAILING && tx_persistent(t)) {
-		tx_abort(&c->session, t);
+		tx_abort(c->session, t);
 		return fail_unstored(c, f);
 	}
-	int rc = tx_commit(&c->session, t);
+	int rc = tx_commit(c->session, t);
 	return rc == 0 ? RESULT_OK : rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 }
 
@@ -935,19 +935,19 @@ proto_replace_users(struct broker *b, struct auth *users)
 	size_t closed = 0;
 	for (struct conn *c = b->set->conns, *next; c != NULL; c = next) {
 		next = c->next;
-		if (c->session.user == NULL)
+		if (c->session->user == NULL)
 			continue;
-		const char *name = auth_user_name(c->session.user);
+		const char *name = auth_user_name(c->session->user);
 		const struct auth_user *u = auth_find(users, name, strlen(name));
 		if (u != NULL) {
-			c->session.user = u; /* new permissions apply at once */
+			c->session->user = u; /* new permissions apply at once */
 			continue;
 		}
 		if (c->state == CONN_OPEN) {
 			refuse(c, NULL, "user removed", "User '%s' is no longer in the users file.", name);
 			closed++;
 		}
-		c->session.user = NULL; /* closing: it handles no more frames */
+		c->session->user = NULL; /* closing: it handles no more frames */
 	}
 	auth_free(b->auth);
 	b->auth = users;

@@ -26,7 +26,7 @@ each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnar
 {
 	const struct broker *b = arg;
 	for (const struct conn *c = b->set->conns; c != NULL; c = c->next)
-		for (const struct delivery *dl = c->session.ep.deliveries; dl != NULL;
+		for (const struct delivery *dl = c->session->ep.deliveries; dl != NULL;
 		    dl = dl->hh.next)
 			fn(dl->msg, fnarg);
 }
@@ -171,7 +171,7 @@ server_shutdown(struct broker *b, unsigned grace_ms)
 	/* No message moves to another connection while they all close: what a
 	 * subscriber had goes back to its queue and stays there. */
 	for (struct conn *c = b->set->conns; c != NULL; c = c->next)
-		c->session.ep.blocked = true;
+		c->session->ep.blocked = true;
 	for (struct conn *c = b->set->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		conn_shutdown(c);

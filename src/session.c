@@ -8,12 +8,13 @@
 #include "eft/temp.h"
 #include "eft/tx.h"
 
-void
-session_init(struct session *s, struct conn *c, struct broker *b, const char *peer,
-    struct outbuf *out, void (*output_added)(void *arg), void *arg)
+struct session *
+session_new(struct broker *b, const char *peer, struct outbuf *out,
+    void (*output_added)(void *arg), void *arg)
 {
-	memset(s, 0, sizeof(*s));
-	s->conn = c;
+	struct session *s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
 	s->broker = b;
 	s->peer = peer;
 	s->ep = (struct endpoint){
@@ -24,6 +25,16 @@ session_init(struct session *s, struct conn *c, struct broker *b, const char *pe
 		.counts = &b->stats.subs,
 	};
 	session_set_version(s, STOMP_1_0);
+	return s;
+}
+
+void
+session_free(struct session *s)
+{
+	if (s == NULL)
+		return;
+	session_end(s);
+	free(s);
 }
 
 void

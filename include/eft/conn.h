@@ -1,6 +1,6 @@
 /* conn.h - one client connection: its transport, the parser its bytes go
  * into, its output, timers (CONNECT and frame timeouts, heart-beats), flow
- * control and closing.  The STOMP session it carries is in session.h. */
+ * control and closing.  The STOMP session it points at is session.h's. */
 #ifndef EFT_CONN_H
 #define EFT_CONN_H
 
@@ -46,7 +46,7 @@ struct conn {
 	char peer[80];                 /* "tcp 127.0.0.1:5000": names it in log lines */
 	uint64_t id;                   /* names it in the admin API */
 	unsigned listen_idx;           /* the cfg->listen it came through */
-	struct session session;
+	struct session *session;       /* the client's STOMP session (session.h) */
 	struct event *ev_timer;
 	struct outbuf out;
 	struct parser parser;

@@ -3,8 +3,9 @@
  * unacknowledged deliveries, open transactions, temp-queues).
  *
  * It lives as long as its connection but apart from the connection's bytes,
- * timers and transport: the connection only carries it.  session_end gives
- * back everything it holds. */
+ * timers and transport: the connection only points at it, and knows its
+ * endpoint (sub.h), through which deliveries reach the connection's
+ * output.  session_end gives back everything it holds. */
 #ifndef EFT_SESSION_H
 #define EFT_SESSION_H
 
@@ -15,7 +16,6 @@
 
 struct auth_user;
 struct broker;
-struct conn;
 struct delivery;
 struct dest;
 struct sub;
@@ -23,7 +23,6 @@ struct temp;
 struct tx;
 
 struct session {
-	struct conn *conn;             /* where its frames are written */
 	struct broker *broker;
 	enum stomp_version version;    /* 1.0 until CONNECT says otherwise */
 	uint64_t id;                   /* "session:eft-ID" in CONNECTED; 0 before */
@@ -39,10 +38,13 @@ struct session {
 	size_t send_cache_len;
 };
 
-/* A new session for connection c (named peer in log lines), writing to
- * out; output_added(arg) is called when a delivery added output. */
-void session_init(struct session *s, struct conn *c, struct broker *b, const char *peer,
-    struct outbuf *out, void (*output_added)(void *arg), void *arg);
+/* A new session in broker b for a connection named peer in log lines,
+ * whose deliveries are written to out; output_added(arg) is called when a
+ * delivery added output.  NULL if out of memory. */
+struct session *session_new(struct broker *b, const char *peer, struct outbuf *out,
+    void (*output_added)(void *arg), void *arg);
+/* session_end, then free it. */
+void session_free(struct session *s);
 /* Give back everything: subscriptions end (their unacknowledged messages go
  * back to the head of their queues), open transactions are dropped, and
  * temp-queues are deleted with their messages.  The session stays usable

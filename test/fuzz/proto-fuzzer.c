@@ -173,8 +173,8 @@ check_frame(struct client *cl, const struct frame *f)
 			ver = (enum stomp_version)(v->value[2] - '0');
 			CHECK(header(f, "heart-beat") != NULL, "CONNECTED with version but no heart-beat");
 		}
-		CHECK(cl->c == NULL || ver == cl->c->session.version,
-		    "CONNECTED says 1.%d, session is 1.%d", (int)ver, (int)cl->c->session.version);
+		CHECK(cl->c == NULL || ver == cl->c->session->version,
+		    "CONNECTED says 1.%d, session is 1.%d", (int)ver, (int)cl->c->session->version);
 		/* From here on the broker escapes headers for this version. */
 		cl->out.version = ver;
 		cl->version = ver;
@@ -221,8 +221,8 @@ check_broker(void)
 	for (struct conn *c = broker->set->conns; c != NULL; c = c->next) {
 		size_t unacked = 0;
 		struct sub *s, *stmp;
-		HASH_ITER(hh, c->session.ep.subs, s, stmp) {
-			CHECK(s->session == &c->session, "subscription '%s' of another session", s->id);
+		HASH_ITER(hh, c->session->ep.subs, s, stmp) {
+			CHECK(s->session == c->session, "subscription '%s' of another session", s->id);
 			size_t n = 0;
 			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
 				CHECK(dl->sub == s && (dl->next == NULL || dl->next->prev == dl),
@@ -235,8 +235,8 @@ check_broker(void)
 			    s->id, n, s->prefetch);
 			unacked += n;
 		}
-		CHECK(unacked == HASH_COUNT(c->session.ep.deliveries), "%zu unacked listed, %u in the hash",
-		    unacked, HASH_COUNT(c->session.ep.deliveries));
+		CHECK(unacked == HASH_COUNT(c->session->ep.deliveries), "%zu unacked listed, %u in the hash",
+		    unacked, HASH_COUNT(c->session->ep.deliveries));
 	}
 }
 

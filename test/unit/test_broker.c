@@ -174,7 +174,7 @@ test_client_ack_cumulative(void **state)
 	free(out);
 	feed(c, frame);
 	struct sub *s;
-	HASH_FIND(hh, c->session.ep.subs, "s", 1, s);
+	HASH_FIND(hh, c->session->ep.subs, "s", 1, s);
 	assert_non_null(s);
 	assert_int_equal(s->n_unacked, 2);
 
@@ -205,7 +205,7 @@ test_client_individual_and_nack(void **state)
 	assert_null(strstr(out, "\nack:")); /* 1.1 has no ack header */
 	free(out);
 	struct sub *s;
-	HASH_FIND(hh, c->session.ep.subs, "s", 1, s);
+	HASH_FIND(hh, c->session->ep.subs, "s", 1, s);
 	uint64_t first = s->unacked_head->msg->id, second = s->unacked_tail->msg->id;
 	char frame[128];
 	/* 1.1: ACK by subscription and message-id; only the second one. */
@@ -245,7 +245,7 @@ test_transaction_commit_abort(void **state)
 	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t2\n\naborted");
 	feed(p, "ABORT\ntransaction:t2\n\n");
 	expect_output(c, "");
-	assert_null(p->session.txs);
+	assert_null(p->session->txs);
 	/* An unknown transaction is an error that closes the connection. */
 	feed(p, "COMMIT\ntransaction:t2\nreceipt:x\n\n");
 	out = output(p);
