@@ -56,10 +56,10 @@ conn_want_flush(struct conn *c)
 		return;
 	c->in_flush = true;
 	c->flush_prev = NULL;
-	c->flush_next = b->set->flush_head;
-	if (b->set->flush_head)
-		b->set->flush_head->flush_prev = c;
-	b->set->flush_head = c;
+	c->flush_next = c->set->flush_head;
+	if (c->set->flush_head)
+		c->set->flush_head->flush_prev = c;
+	c->set->flush_head = c;
 	if (!b->flushing)
 		event_active(b->flush_ev, EV_WRITE, 0);
 }
@@ -69,27 +69,25 @@ conn_want_flush(struct conn *c)
 static void
 held_link(struct conn *c)
 {
-	struct broker *b = c->broker;
 	if (c->held)
 		return;
 	c->held = true;
 	c->held_prev = NULL;
-	c->held_next = b->set->held;
-	if (b->set->held)
-		b->set->held->held_prev = c;
-	b->set->held = c;
+	c->held_next = c->set->held;
+	if (c->set->held)
+		c->set->held->held_prev = c;
+	c->set->held = c;
 }
 
 static void
 held_unlink(struct conn *c)
 {
-	struct broker *b = c->broker;
 	if (!c->held)
 		return;
 	if (c->held_prev)
 		c->held_prev->held_next = c->held_next;
 	else
-		b->set->held = c->held_next;
+		c->set->held = c->held_next;
 	if (c->held_next)
 		c->held_next->held_prev = c->held_prev;
 	c->held_prev = c->held_next = NULL;
@@ -136,6 +134,7 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 		return NULL;
 	}
 	c->broker = b;
+	c->set = b->set;
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
@@ -730,7 +729,7 @@ conn_pause(struct conn *c, struct dest *full)
 static void
 paused_unlink(struct conn *c)
 {
-	struct conn **pp = &c->broker->set->paused;
+	struct conn **pp = &c->set->paused;
 	while (*pp != NULL && *pp != c)
 		pp = &(*pp)->paused_next;
 	if (*pp == c)

@@ -127,13 +127,13 @@ route_publish(struct session *ss, struct dest *d, struct msg *m)
 	return publish(ss, d, m);
 }
 
-bool
+__attribute__((noinline)) bool
 route_carried(const struct session *ss, const char *name, size_t len, enum address_kind kind)
 {
 	return backend_carries(ss->broker->backend, (int)kind, name, len);
 }
 
-int
+__attribute__((noinline, cold)) int
 route_through_backend(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m)
 {

@@ -52,13 +52,14 @@ server_flush(struct broker *b)
 	 * rest of every connection's output is written all the same.  Output
 	 * added meanwhile joins the list this loop walks: no need to wake the
 	 * flush again (b->flushing). */
+	struct conn_set *set = b->set;
 	b->flushing = true;
 	if (b->backend != NULL)
 		broker_commit(b);
-	if (b->set->held != NULL && b->kept != b->set->kept_released)
+	if (set->held != NULL && b->kept != set->kept_released)
 		release_held(b);
-	while (b->set->flush_head != NULL) {
-		struct conn *c = b->set->flush_head;
+	while (set->flush_head != NULL) {
+		struct conn *c = set->flush_head;
 		conn_flush_remove(c);
 		conn_flush(c);
 	}

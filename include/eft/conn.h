@@ -42,6 +42,7 @@ struct conn_set {
 
 struct conn {
 	struct broker *broker;
+	struct conn_set *set;          /* the server's set it is in (b->set) */
 	struct transport *transport;
 	char peer[80];                 /* "tcp 127.0.0.1:5000": names it in log lines */
 	uint64_t id;                   /* names it in the admin API */
@@ -122,7 +123,7 @@ conn_flush_remove(struct conn *c)
 	if (c->flush_prev)
 		c->flush_prev->flush_next = c->flush_next;
 	else
-		c->broker->set->flush_head = c->flush_next;
+		c->set->flush_head = c->flush_next;
 	if (c->flush_next)
 		c->flush_next->flush_prev = c->flush_prev;
 	c->flush_prev = c->flush_next = NULL;
