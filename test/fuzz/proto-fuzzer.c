@@ -222,7 +222,7 @@ check_broker(void)
 		size_t unacked = 0;
 		struct sub *s, *stmp;
 		HASH_ITER(hh, c->session->ep.subs, s, stmp) {
-			CHECK(s->session == c->session, "subscription '%s' of another session", s->id);
+			CHECK(s->ep == &c->session->ep, "subscription '%s' of another session", s->id);
 			size_t n = 0;
 			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
 				CHECK(dl->sub == s && (dl->next == NULL || dl->next->prev == dl),
