@@ -33,6 +33,9 @@ WRAPPER = os.environ.get("EFTD_WRAPPER", "").split()
 # valgrind runs everything ~10x slower; an ASan build (make asan) 2-3x, which
 # a gigabyte through TLS on two cores makes felt.
 SLOW = 10 if WRAPPER else 2 if "asan" in BUILD else 1
+# ASan keeps up to 256 MB of freed memory in quarantine (and shadow memory
+# beside): what eftd's own memory is allowed, plus this, under make asan.
+ASAN_RSS = 320 * 1024 * 1024 if "asan" in BUILD else 0
 TRANSPORT = os.environ.get("EFT_TRANSPORT", "tcp")  # how tests reach eftd: tcp or tls
 if TRANSPORT not in ("tcp", "tls"):
     raise SystemExit("EFT_TRANSPORT must be tcp or tls, not %r" % TRANSPORT)
@@ -131,6 +134,41 @@ def ruby_ssl():
     if TRANSPORT != "tls":
         return "false"
     return "Stomp::SSLParams.new(ts_files: '%s')" % certs().ca
+
+
+def rss_bytes(pid, field="VmRSS"):
+    """Resident memory of a process; field VmHWM gives its peak so far."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no %s for pid %d" % (field, pid))
+
+
+class RssSampler(threading.Thread):
+    """VmRSS of a process every `every` seconds until stopped."""
+
+    def __init__(self, pid, every=0.05):
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.samples = []          # (seconds since start, bytes)
+        self.done = threading.Event()
+
+    def run(self):
+        t0 = time.time()
+        while not self.done.is_set():
+            try:
+                self.samples.append((time.time() - t0, rss_bytes(self.pid)))
+            except (OSError, AssertionError):
+                return
+            self.done.wait(self.every)
+
+    def stop(self):
+        self.done.set()
+        self.join(5)
+
+    def peak(self, since=0.0):
+        return max((r for t, r in self.samples if t >= since), default=0)
 
 
 def free_port():

@@ -21,7 +21,7 @@ import zlib
 
 import harness
 from harness import Broker, BrokerTest, Closed, RawClient, frame, SLOW
-from harness import expect_receipt, parse_frames, subscribe, wait_for
+from harness import RssSampler, expect_receipt, parse_frames, rss_bytes, subscribe, wait_for
 
 KB = 1024
 MB = 1024 * 1024
@@ -75,15 +75,6 @@ def send_in_background(c, data):
     t.start()
     t.errors = errors
     return t
-
-
-def rss_bytes(pid, field="VmRSS"):
-    """Resident memory of a process; field VmHWM gives its peak so far."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no %s for pid %d" % (field, pid))
 
 
 def local_port(c):
@@ -147,32 +138,6 @@ class Reader(threading.Thread):
         self.join(timeout * SLOW)
         self.stopping = True
         self.join(1)
-
-
-class RssSampler(threading.Thread):
-    """VmRSS of a process every `every` seconds until stopped."""
-
-    def __init__(self, pid, every=0.05):
-        super().__init__(daemon=True)
-        self.pid, self.every = pid, every
-        self.samples = []          # (seconds since start, bytes)
-        self.done = threading.Event()
-
-    def run(self):
-        t0 = time.time()
-        while not self.done.is_set():
-            try:
-                self.samples.append((time.time() - t0, rss_bytes(self.pid)))
-            except (OSError, AssertionError):
-                return
-            self.done.wait(self.every)
-
-    def stop(self):
-        self.done.set()
-        self.join(5)
-
-    def peak(self, since=0.0):
-        return max((r for t, r in self.samples if t >= since), default=0)
 
 
 def seq_frames(dest, start, n, size, receipt_every=None, receipt_last=None, prefix="r"):

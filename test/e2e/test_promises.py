@@ -36,6 +36,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -68,41 +69,6 @@ def index_of(body):
 def rid_index(rid):
     """r17 -> 17."""
     return int(rid[1:])
-
-
-def rss_bytes(pid):
-    """eftd's resident memory (VmRSS)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS for pid %d" % pid)
-
-
-class RssSampler(threading.Thread):
-    """VmRSS of a process once a second until stopped."""
-
-    def __init__(self, pid, every=1.0):
-        super().__init__(daemon=True)
-        self.pid, self.every = pid, every
-        self.samples = []           # (seconds since start, bytes)
-        self.done = threading.Event()
-
-    def run(self):
-        t0 = time.time()
-        while not self.done.is_set():
-            try:
-                self.samples.append((round(time.time() - t0, 1), rss_bytes(self.pid)))
-            except (OSError, AssertionError):
-                return
-            self.done.wait(self.every)
-
-    def stop(self):
-        self.done.set()
-        self.join(5)
-
-    def peak(self):
-        return max((r for _, r in self.samples), default=0)
 
 
 def small_disk(test, size="2m"):
@@ -454,11 +420,11 @@ class NatsLostTest(ClusterBase):
 
 class ClusterReceiptFlowTest(ClusterBase):
     SECONDS = 10
-    RSS_LIMIT = 300 * MB
+    RSS_LIMIT = 300 * MB + harness.ASAN_RSS
 
     def test_receipts_come_back_as_it_streams_and_memory_stays_bounded(self):
         a = self.node("a")
-        rss = RssSampler(a.proc.pid)
+        rss = harness.RssSampler(a.proc.pid, every=1.0)
         rss.start()
         self.addCleanup(rss.stop)
         s = Streamer(a.port, "/queue/stream", size=1024)
@@ -492,6 +458,8 @@ class ClusterReceiptFlowTest(ClusterBase):
                             % (rss.peak() / MB, [round(r / MB) for _, r in rss.samples]))
         if problems:
             self.fail("; ".join(problems) + "\n" + what)
+        if os.environ.get("EFT_VERBOSE"):
+            sys.stderr.write("\n    %s\n" % what)
 
 
 if __name__ == "__main__":
