@@ -604,17 +604,6 @@ settle(struct cluster *cl, struct msg *m, const char *how)
 	m->kept = NULL;
 }
 
-void
-cluster_consumed(struct cluster *cl, struct msg *m)
-{
-	settle(cl, m, "+ACK");
-}
-
-void
-cluster_terminated(struct cluster *cl, struct msg *m)
-{
-	settle(cl, m, "+TERM");
-}
 
 /* Given back here (NACK, a subscriber gone): another node may have it. */
 static void

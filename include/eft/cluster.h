@@ -78,9 +78,5 @@ int cluster_durable_added(struct cluster *cl, struct dest *d, const struct sub *
     const char *topic, size_t topic_len);
 /* End durable subscription name (/durable/NAME): JetStream forgets it. */
 void cluster_durable_end(struct cluster *cl, const char *name, size_t len);
-/* m (a clustered queue message) was consumed here: acknowledge it. */
-void cluster_consumed(struct cluster *cl, struct msg *m);
-/* m died here (expired, rejected, ...): JetStream forgets it. */
-void cluster_terminated(struct cluster *cl, struct msg *m);
 
 #endif
