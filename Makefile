@@ -9,7 +9,9 @@
 #   make crash-test kill -9 eftd 50 times under load (CRASH_ROUNDS) and check
 #                   that every RECEIPT was kept
 #   make fuzz       libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz/;
-#                   make fuzz-run runs each for FUZZ_SECONDS (60), see test/fuzz/run
+#                   make fuzz-run runs each for FUZZ_SECONDS (60), see test/fuzz/run;
+#                   make fuzz-campaign runs each for FUZZ_HOURS (1), niced, one
+#                   at a time, and minimises what it grew (test/fuzz/campaign)
 #   make bench      benchmark a fresh eftd: CSV and PNG charts in bench/results/
 #                   (BENCH_ARGS="--quick" for a smoke run; see tools/bench --help)
 #   make install    eftd, eft-passwd, eft-bench and eftctl, etc/eftd.conf, the
@@ -57,7 +59,7 @@ QCC = @printf '  CC    %s\n' $@;
 QLD = @printf '  LD    %s\n' $@;
 endif
 
-.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run crash-test \
+.PHONY: all deps test-deps run test unit asan valgrind bench clean fuzz fuzz-run fuzz-campaign crash-test \
     install uninstall
 
 all: $(BUILD)/eftd $(if $(BENCH_SRCS),$(BUILD)/eft-bench) $(BUILD)/eft-passwd $(BUILD)/eftctl
@@ -159,6 +161,10 @@ build-fuzz/%-fuzzer: test/fuzz/%-fuzzer.c $(LIB_OBJS)
 
 fuzz-run: fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) test/fuzz/run
+
+FUZZ_HOURS ?= 1
+fuzz-campaign: fuzz
+	@FUZZ_HOURS=$(FUZZ_HOURS) test/fuzz/campaign
 
 # An eftd.conf already installed and edited is kept: the new one goes beside
 # it as eftd.conf.new.  The unit gets the real paths from BINDIR and
