@@ -663,6 +663,9 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	uint64_t delivered = 1;
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
+	/* expiration:0 went through JetStream, where nobody could take it as
+	 * it came: it has expired (a topic's goes to every node at once). */
+	m->now_or_never = false;
 	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
 	m->kept = strdup(reply);
 	if (m->kept == NULL) {

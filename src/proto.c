@@ -399,8 +399,9 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 /* A message's priority and expiry from the SEND's headers, in either
  * dialect: priority 0-9 (JMS/ActiveMQ; RabbitMQ's larger ones count as 9),
  * expires (ActiveMQ: absolute, ms since the epoch, 0 never) and expiration
- * (RabbitMQ: ms from now).  With both, the sooner wins.  False after an
- * ERROR. */
+ * (RabbitMQ: ms from now; 0, as RabbitMQ's TTL 0, goes to a consumer that
+ * can take it as it arrives or dies).  With both, the sooner wins.  False
+ * after an ERROR. */
 static bool
 parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 {
@@ -432,6 +433,7 @@ parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 		uint64_t at = n < UINT64_MAX - now ? now + n : UINT64_MAX;
 		if (spec->expires_ms == 0 || at < spec->expires_ms)
 			spec->expires_ms = at;
+		spec->now_or_never = n == 0 && spec->expires_ms == at; /* not if expires was past */
 	}
 	return true;
 }

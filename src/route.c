@@ -64,17 +64,28 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 	return NULL;
 }
 
+/* m died as it came (expired, or expiration:0 with nobody to take it):
+ * a queue made for it, that nothing else holds, is forgotten.  1 (see
+ * publish). */
+static __attribute__((noinline, cold)) int
+publish_died(struct session *ss, struct dest *d)
+{
+	dests_release(&ss->broker->dests, d);
+	return 1;
+}
+
 /* A publish that the journal or a durable subscription may keep: out of
  * the common path, which has neither. */
 static __attribute__((noinline)) int
 publish_kept(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
-	/* Expired already: it dies once, here, not once per copy. */
-	if (m->expires_ms != 0 && dest_msg_expired(d, m)) {
-		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+	/* Expired already: it dies once, here, not once per copy.  (A
+	 * now-or-never message goes on: durable subscribers may take it.) */
+	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(d, m)) {
 		b->stats.msgs_in++;
-		return 0;
+		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+		return publish_died(ss, d);
 	}
 	/* A topic's durable subscriptions get copies of their own first (the
 	 * topic's delivery may drop the last reference to m). */
@@ -99,11 +110,14 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		if (backend_keep(b->backend, d, m) != 0)
 			return -1;
 	}
-	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
+	if (!dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]))
+		return publish_died(ss, d);
 	return 0;
 }
 
+/* 0: the reference is taken; -1: out of memory, the caller keeps it; 1:
+ * the reference is taken, m died at once and d may be gone. */
 static inline int
 publish(struct session *ss, struct dest *d, struct msg *m)
 {
@@ -116,15 +130,16 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 	}
 	if (b->backend != NULL || b->durables > 0)
 		return publish_kept(ss, d, m);
-	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
+	if (__builtin_expect(!dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]), 0))
+		return publish_died(ss, d);
 	return 0;
 }
 
 int
 route_publish(struct session *ss, struct dest *d, struct msg *m)
 {
-	return publish(ss, d, m);
+	return publish(ss, d, m) < 0 ? -1 : 0;
 }
 
 __attribute__((noinline)) bool
@@ -152,7 +167,7 @@ route_through_backend(struct session *ss, const char *name, size_t len, enum add
 	}
 	/* A topic's subscribers here get it from here: NATS does not echo it. */
 	struct dest *d = route_resolve(ss, name, len, kind, &rc);
-	if (rc != 0 || publish(ss, d, m) != 0) {
+	if (rc != 0 || publish(ss, d, m) < 0) {
 		msg_unref(m);
 		b->stats.dropped[STAT_DROP_NO_MEMORY]++;
 	}
@@ -177,7 +192,10 @@ route_send(struct session *ss, const char *name, size_t len, enum address_kind k
 		*where = NULL;
 	if (err != 0)
 		return -1;
-	if (publish(ss, d, m) != 0) {
+	int rc = publish(ss, d, m);
+	if (__builtin_expect(rc != 0, 0)) {
+		if (rc > 0)
+			return 0; /* m died, and d with it if made for it */
 		dests_release(&ss->broker->dests, d); /* a queue just made for m */
 		return -1;
 	}

@@ -18,7 +18,9 @@ struct session;
 struct dest *route_resolve(struct session *ss, const char *name, size_t len,
     enum address_kind kind, int *err);
 /* Publish m to d (from route_resolve; NULL drops it, counted).  0: the
- * reference is taken; -1: out of memory, the caller keeps it. */
+ * reference is taken; -1: out of memory, the caller keeps it.  A message
+ * that dies as it comes (expired, or expiration:0 with no subscriber to
+ * take it) lets go of a queue made for it: d may be gone after. */
 int route_publish(struct session *ss, struct dest *d, struct msg *m);
 /* Does a SEND to name go through the backend (the cluster: a queue, a
  * topic, or another node's temp-queue)? */
