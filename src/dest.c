@@ -893,16 +893,16 @@ topic_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 /* A now-or-never message (expiration:0): a topic's subscribers get it as
  * any other; on a queue it goes to a subscriber that can take it now (one
  * waiting with a selector that wants it, or the next ready one), or dies.
- * It never waits in the queue.  False if it died. */
-static __attribute__((noinline, cold)) bool
+ * It never waits in the queue. */
+static __attribute__((noinline, cold)) void
 publish_now_or_never(struct dest *d, struct msg *m, uint64_t *dropped)
 {
 	if (d->kind == DEST_TOPIC) {
 		topic_publish(d, m, dropped);
-		return true;
+		return;
 	}
 	if (d->starved_head != NULL && offer(d, m))
-		return true;
+		return;
 	for (struct sub *s = d->ready_head, *next; s != NULL; s = next) {
 		next = s->ready_next;
 		if (!sub_can_take(s)) {
@@ -918,37 +918,36 @@ publish_now_or_never(struct dest *d, struct msg *m, uint64_t *dropped)
 		}
 		if (sub_can_take(s))
 			dest_ready_add(d, s); /* to the back, in turn */
-		return true;
+		return;
 	}
 	die(d, m, DEATH_EXPIRED);
-	return false;
 }
 
-bool
+void
 dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 {
 	d->published++;
 	if (m->expires_ms != 0 && (m->now_or_never || expired(d, m))) {
 		if (m->now_or_never)
-			return publish_now_or_never(d, m, dropped);
-		die(d, m, DEATH_EXPIRED);
-		return false;
+			publish_now_or_never(d, m, dropped);
+		else
+			die(d, m, DEATH_EXPIRED);
+		return;
 	}
 	if (d->kind == DEST_TOPIC) {
 		topic_publish(d, m, dropped);
-		return true;
+		return;
 	}
 	if (__builtin_expect(!d->plain || d->starved_head != NULL, 0)) {
 		if (d->policy->message_ttl_ms != 0)
 			dest_stamp(d, m); /* later than now: it did not expire */
 		if (d->starved_head != NULL && offer(d, m))
-			return true;
+			return;
 		if (d->policy->overflow == OVERFLOW_DROP_HEAD)
 			make_room(d, m);
 	}
 	q_push_back(d, m);
 	dest_dispatch(d);
-	return true;
 }
 
 bool

@@ -64,28 +64,18 @@ route_resolve(struct session *ss, const char *name, size_t len, enum address_kin
 	return NULL;
 }
 
-/* m died as it came (expired, or expiration:0 with nobody to take it):
- * a queue made for it, that nothing else holds, is forgotten.  1 (see
- * publish). */
-static __attribute__((noinline, cold)) int
-publish_died(struct session *ss, struct dest *d)
-{
-	dests_release(&ss->broker->dests, d);
-	return 1;
-}
-
 /* A publish that the journal or a durable subscription may keep: out of
  * the common path, which has neither. */
 static __attribute__((noinline)) int
 publish_kept(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
-	/* Expired already: it dies once, here, not once per copy.  (A
-	 * now-or-never message goes on: durable subscribers may take it.) */
+	/* Expired already: it dies once, here, not once per copy.  (Not a
+	 * now-or-never one: durable subscribers may take it now.) */
 	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(d, m)) {
-		b->stats.msgs_in++;
 		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
-		return publish_died(ss, d);
+		b->stats.msgs_in++;
+		return 0;
 	}
 	/* A topic's durable subscriptions get copies of their own first (the
 	 * topic's delivery may drop the last reference to m). */
@@ -110,14 +100,11 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		if (backend_keep(b->backend, d, m) != 0)
 			return -1;
 	}
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
-	if (!dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]))
-		return publish_died(ss, d);
 	return 0;
 }
 
-/* 0: the reference is taken; -1: out of memory, the caller keeps it; 1:
- * the reference is taken, m died at once and d may be gone. */
 static inline int
 publish(struct session *ss, struct dest *d, struct msg *m)
 {
@@ -130,16 +117,15 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 	}
 	if (b->backend != NULL || b->durables > 0)
 		return publish_kept(ss, d, m);
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	b->stats.msgs_in++;
-	if (__builtin_expect(!dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]), 0))
-		return publish_died(ss, d);
 	return 0;
 }
 
 int
 route_publish(struct session *ss, struct dest *d, struct msg *m)
 {
-	return publish(ss, d, m) < 0 ? -1 : 0;
+	return publish(ss, d, m);
 }
 
 __attribute__((noinline)) bool
@@ -167,10 +153,41 @@ route_through_backend(struct session *ss, const char *name, size_t len, enum add
 	}
 	/* A topic's subscribers here get it from here: NATS does not echo it. */
 	struct dest *d = route_resolve(ss, name, len, kind, &rc);
-	if (rc != 0 || publish(ss, d, m) < 0) {
+	if (rc != 0 || publish(ss, d, m) != 0) {
 		msg_unref(m);
 		b->stats.dropped[STAT_DROP_NO_MEMORY]++;
 	}
+	return 0;
+}
+
+/* route_send to a destination not in the send cache.  A queue made for a
+ * message that dies as it comes (expired, or expiration:0 with nobody to
+ * take it) is not kept: it holds nothing.  (One found in the cache was
+ * holding something before, so it still does.) */
+static __attribute__((noinline)) int
+send_uncached(struct session *ss, const char *name, size_t len, enum address_kind kind,
+    struct msg *m, struct dest **where)
+{
+	struct dests *t = &ss->broker->dests;
+	int err = 0;
+	struct dest *d = route_resolve(ss, name, len, kind, &err);
+	if (err != 0)
+		return -1;
+	bool may_die = m->expires_ms != 0;
+	if (publish(ss, d, m) != 0) {
+		dests_release(t, d); /* a queue just made for m */
+		return -1;
+	}
+	if (d == NULL || dest_kind(d) != DEST_QUEUE)
+		return 0;
+	if (may_die) {
+		uint64_t freed = t->freed;
+		dests_release(t, d);
+		if (t->freed != freed)
+			return 0;
+	}
+	if (where != NULL)
+		*where = d;
 	return 0;
 }
 
@@ -178,28 +195,17 @@ int
 route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
     struct dest **where)
 {
-	int err = 0;
-	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
-	    route_carried(ss, name, len, kind)) {
-		if (where != NULL)
-			*where = NULL;
-		return route_through_backend(ss, name, len, kind, m);
-	}
-	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
-	if (d == NULL)
-		d = route_resolve(ss, name, len, kind, &err);
 	if (where != NULL)
 		*where = NULL;
-	if (err != 0)
+	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
+	    route_carried(ss, name, len, kind))
+		return route_through_backend(ss, name, len, kind, m);
+	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
+	if (d == NULL)
+		return send_uncached(ss, name, len, kind, m, where);
+	if (publish(ss, d, m) != 0)
 		return -1;
-	int rc = publish(ss, d, m);
-	if (__builtin_expect(rc != 0, 0)) {
-		if (rc > 0)
-			return 0; /* m died, and d with it if made for it */
-		dests_release(&ss->broker->dests, d); /* a queue just made for m */
-		return -1;
-	}
-	if (where != NULL && d != NULL && dest_kind(d) == DEST_QUEUE)
+	if (where != NULL && dest_kind(d) == DEST_QUEUE)
 		*where = d;
 	return 0;
 }

@@ -74,8 +74,8 @@ struct msg_spec {
 	const char *reply_to;       /* replaces the frame's reply-to, if not NULL */
 	size_t reply_to_len;
 	uint8_t priority;           /* 0-9 */
-	uint64_t expires_ms;        /* 0: never */
 	bool now_or_never;          /* expiration:0 */
+	uint64_t expires_ms;        /* 0: never */
 };
 
 #define MSG_PRIORITY_DEFAULT 4

@@ -18,9 +18,7 @@ struct session;
 struct dest *route_resolve(struct session *ss, const char *name, size_t len,
     enum address_kind kind, int *err);
 /* Publish m to d (from route_resolve; NULL drops it, counted).  0: the
- * reference is taken; -1: out of memory, the caller keeps it.  A message
- * that dies as it comes (expired, or expiration:0 with no subscriber to
- * take it) lets go of a queue made for it: d may be gone after. */
+ * reference is taken; -1: out of memory, the caller keeps it. */
 int route_publish(struct session *ss, struct dest *d, struct msg *m);
 /* Does a SEND to name go through the backend (the cluster: a queue, a
  * topic, or another node's temp-queue)? */
@@ -31,7 +29,8 @@ bool route_carried(const struct session *ss, const char *name, size_t len,
 int route_through_backend(struct session *ss, const char *name, size_t len,
     enum address_kind kind, struct msg *m);
 /* Both at once.  *where (if not NULL) is the queue m went to, or NULL for a
- * topic, a drop or the backend.  0: the reference is taken; -1: out of
+ * topic, a drop, the backend, or a queue made for m that m died in as it
+ * came (expired, or expiration:0 with nobody to take it): not kept.  0: the reference is taken; -1: out of
  * memory, or a BACKEND_* code, the caller keeps it. */
 int route_send(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m, struct dest **where);
