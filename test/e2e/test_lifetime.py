@@ -910,7 +910,10 @@ class PolicyTest(Lifetime):
               "policy = /queue/orders.eu max-redeliveries=1\n"
               "policy = /queue/orders.* dead-letter-queue=/queue/orders.dlq\n"
               "policy = /queue/orders.> max-redeliveries=2 dead-letter-queue=/queue/deep.dlq\n"
-              "policy = /queue/ttl.> message-ttl=300\n")
+              "policy = /queue/ttl.> message-ttl=300\n"
+              "policy = /queue/shop.dlq.short message-ttl=300\n"
+              "policy = /queue/shop.> message-ttl=300 dead-letter-queue=/queue/shop.dlq\n"
+              "policy = /queue/cart.> dead-letter-queue=/queue/shop.dlq.short\n")
 
     def nack_until_dead(self, c, queue, limit):
         """Deliveries of one message NACKed until it dies (at most limit+1)."""
@@ -963,6 +966,22 @@ class PolicyTest(Lifetime):
         self.assertEqual({f["x-death-reason"] for f in dl}, {"expired"})
         self.assertGreaterEqual(min(int(f["x-death-time"]) for f in dl
                                     if f.body != b"own sooner"), t0 + 300 - CLOCK_SLACK_MS)
+
+    def test_a_dead_letter_queue_keeps_what_it_collects_unless_named_with_a_ttl(self):
+        """/queue/shop.dlq matches /queue/shop.> too, but does not take its
+        message-ttl: dead letters wait to be read.  A line naming a
+        dead-letter queue exactly with a message-ttl still gives it one."""
+        p = self.client()
+        send(p, "/queue/shop.a", "order")
+        send(p, "/queue/cart.a", "cart", [("expiration", "100")], rid="sent")
+        self.wait_counts(dead={"expired": 2})          # order after 300 ms, cart after 100
+        self.wait_counts({"expired": 1}, {"expired": 2})  # cart's dead letter, 300 ms later
+        time.sleep(0.5)                                   # order's would have gone by now
+        self.assert_counts({"expired": 1}, {"expired": 2})
+        self.assertEqual(self.queues(), {"/queue/shop.dlq": 1})
+        dl = self.drain("/queue/shop.dlq")
+        self.assertEqual([(f.body, f["x-original-destination"]) for f in dl],
+                         [(b"order", "/queue/shop.a")])
 
 
 @TCP_ONLY

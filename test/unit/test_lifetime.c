@@ -437,6 +437,33 @@ test_dead_letter_headers(void **state)
 	check_all(fx);
 }
 
+/* The dead-letter queue matches the pattern of the queues it collects
+ * for, message-ttl included: its dead letters still wait to be read. */
+static void
+test_dead_letters_do_not_expire_with_the_ttl_they_collect_for(void **state)
+{
+	struct fixture *fx = *state;
+	set(fx, "policy", "/queue/o.> message-ttl=500 dead-letter-queue=/queue/o.dlq");
+	set(fx, "message-ttl", "700");
+	set(fx, "dead-letter-queue", "/queue/dlq");
+	start(fx);
+	struct conn *p = client(fx);
+	send_with(p, "/queue/o.a", "", "order");
+	send_with(p, "/queue/plain", "", "plain");
+	fake_now += 800;
+	assert_int_equal(dests_expire(&fx->b->dests, fake_now, 100), 2);
+	assert_int_equal(dest_depth(find(fx, "/queue/o.dlq")), 1);
+	assert_int_equal(dest_depth(find(fx, "/queue/dlq")), 1);
+	fake_now += 100000;
+	assert_int_equal(dests_expire(&fx->b->dests, fake_now, 100), 0);
+	assert_int_equal(fx->b->stats.dropped[STAT_DROP_EXPIRED], 0);
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:0\ndestination:/queue/o.dlq\n\n");
+	feed(c, "SUBSCRIBE\nid:1\ndestination:/queue/dlq\n\n");
+	expect_bodies(c, "order,plain");
+	check_all(fx);
+}
+
 static void
 test_reject_goes_to_dlq_and_never_loops(void **state)
 {
@@ -701,6 +728,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_message_ttl_policy_and_sooner_wins, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_dead_letter_headers, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_dead_letters_do_not_expire_with_the_ttl_they_collect_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reject_goes_to_dlq_and_never_loops, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_max_redeliveries, setup, teardown),
