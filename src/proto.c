@@ -358,11 +358,20 @@ handle_connect(struct conn *c, struct frame *f)
 		return fail_oom(c, f);
 	c->broker->stats.frames_out[STAT_OUT_CONNECTED]++;
 	conn_schedule(c);
-	char name[80] = "";
-	if (login != NULL)
+	/* Who it is, in the admin API's and the dashboard's words: the login it
+	 * was let in as, or anonymous (a login given is not who it is then). */
+	char name[80] = "", given[120] = "";
+	if (c->session->user != NULL) {
+		log_clean(name, sizeof(name), auth_user_name(c->session->user),
+		    strlen(auth_user_name(c->session->user)));
+	} else if (login != NULL) {
 		log_clean(name, sizeof(name), login->value, login->value_len);
-	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%s", c->peer, v,
-	    c->session->id, login ? ", login " : "", name);
+		snprintf(given, sizeof(given), " (login '%s' %s)", name, c->broker->auth == NULL ?
+		    "not checked: no users-file" : "not in the users-file");
+	}
+	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 ", %s%s%s", c->peer, v,
+	    c->session->id, c->session->user != NULL ? "login " : "anonymous",
+	    c->session->user != NULL ? name : "", given);
 	return RESULT_DONE; /* CONNECT takes no receipt */
 }
 
