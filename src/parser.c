@@ -101,6 +101,7 @@ static enum parser_result
 fail(struct parser *p, const char *why)
 {
 	snprintf(p->error, sizeof(p->error), "%s", why);
+	p->limit_key = NULL;
 	return failed(p);
 }
 
@@ -117,6 +118,8 @@ fail_limit(struct parser *p, const char *what, uint64_t declared, const char *ke
 	else
 		snprintf(p->error, sizeof(p->error), "%s: more than %zu bytes (%s is %zu)", what,
 		    limit, key, limit);
+	p->limit_key = key;
+	p->limit = limit;
 	return failed(p);
 }
 
@@ -130,6 +133,13 @@ const char *
 parser_error(const struct parser *p)
 {
 	return p->error;
+}
+
+const char *
+parser_limit(const struct parser *p, size_t *limit)
+{
+	*limit = p->limit;
+	return p->state == PARSER_FAILED ? p->limit_key : NULL;
 }
 
 int
@@ -268,6 +278,8 @@ take_line(struct parser *p, char *line, size_t n)
 	if (f->nhdr >= p->limits.max_headers) {
 		snprintf(p->error, sizeof(p->error), "too many headers: over %zu (max-headers is %zu)",
 		    p->limits.max_headers, p->limits.max_headers);
+		p->limit_key = "max-headers";
+		p->limit = p->limits.max_headers;
 		return failed(p);
 	}
 	if (f->nhdr == p->hdr_cap) {
