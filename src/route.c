@@ -164,7 +164,7 @@ route_through_backend(struct session *ss, const char *name, size_t len, enum add
  * message that dies as it comes (expired, or expiration:0 with nobody to
  * take it) is not kept: it holds nothing.  (One found in the cache was
  * holding something before, so it still does.) */
-static __attribute__((noinline)) int
+static inline int
 send_uncached(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m, struct dest **where)
 {
@@ -178,15 +178,13 @@ send_uncached(struct session *ss, const char *name, size_t len, enum address_kin
 		dests_release(t, d); /* a queue just made for m */
 		return -1;
 	}
-	if (d == NULL || dest_kind(d) != DEST_QUEUE)
-		return 0;
-	if (may_die) {
+	if (__builtin_expect(may_die, 0) && d != NULL) {
 		uint64_t freed = t->freed;
 		dests_release(t, d);
 		if (t->freed != freed)
 			return 0;
 	}
-	if (where != NULL)
+	if (where != NULL && d != NULL && dest_kind(d) == DEST_QUEUE)
 		*where = d;
 	return 0;
 }

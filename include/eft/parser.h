@@ -19,6 +19,14 @@ struct parser_limits {
 };
 
 enum parser_state { PARSER_EOL, PARSER_HEADERS, PARSER_BODY, PARSER_FAILED };
+/* Which limit a frame broke (parser_limit names the setting). */
+enum parser_limit_id {
+	PARSER_LIMIT_NONE,
+	PARSER_LIMIT_FRAME,
+	PARSER_LIMIT_HEADERS,
+	PARSER_LIMIT_LINE,
+	PARSER_LIMIT_BODY,
+};
 
 struct parser {
 	char *buf;
@@ -39,8 +47,7 @@ struct parser {
 	size_t hdr_cap;     /* entries allocated in frame.hdr */
 	char error[160];
 	int partial;        /* failed after taking some lines of a frame */
-	const char *limit_key; /* failed on this setting's limit (parser_limit), or NULL */
-	size_t limit;
+	enum parser_limit_id broken; /* the limit it failed on (parser_limit) */
 };
 
 enum parser_result { PARSE_NEED_MORE, PARSE_FRAME, PARSE_ERROR };
