@@ -663,6 +663,13 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 	uint64_t delivered = 1;
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
+	/* expiration:0 went through JetStream, where nobody could take it as
+	 * it came: it has expired, whatever this node's clock says of its send
+	 * time (a topic's goes to every node at once). */
+	if (m->now_or_never) {
+		m->now_or_never = false;
+		m->expires_ms = 1;
+	}
 	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
 	m->kept = strdup(reply);
 	if (m->kept == NULL) {

@@ -104,7 +104,8 @@ cluster_msg_encode(const struct msg *m, char *out)
 {
 	int nblocks = msg_nblocks(m);
 	memcpy(out, CLUSTER_MSG_MAGIC, 4);
-	out[4] = (char)((m->persistent ? 1 : 0) | (m->dead ? 2 : 0) | (m->redelivered ? 4 : 0));
+	out[4] = (char)((m->persistent ? 1 : 0) | (m->dead ? 2 : 0) | (m->redelivered ? 4 : 0) |
+	    (m->now_or_never ? 8 : 0));
 	out[5] = (char)m->priority;
 	out[6] = (char)nblocks;
 	out[7] = 0;
@@ -139,7 +140,7 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	unsigned flags = (unsigned char)data[4], priority = (unsigned char)data[5];
 	int nblocks = (unsigned char)data[6];
 	if ((nblocks != 1 && nblocks != STOMP_VERSIONS) || priority >= MSG_PRIORITIES ||
-	    flags > 7)
+	    flags > 15)
 		return NULL;
 	size_t at = CLUSTER_MSG_FIXED + 4 * (size_t)nblocks;
 	if (len < at)
@@ -164,6 +165,7 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	in.body_len = len - at;
 	in.persistent = flags & 1;
 	in.dead = (flags & 2) != 0;
+	in.now_or_never = (flags & 8) != 0;
 	in.priority = (uint8_t)priority;
 	in.expires_ms = get_le(data + 8, 8);
 	for (int v = 0; v < nblocks; v++)

@@ -802,15 +802,49 @@ config_check(struct config *cfg, char *err, size_t errlen)
 			if (!(p->set & CONFIG_POLICY_BIT(k)))
 				memcpy((char *)&p->values + policy_offset(k),
 				    (char *)&cfg->policy + policy_offset(k), keys[k].size);
+		p->for_dlq = p->values;
+		p->for_dlq.message_ttl_ms = 0;
 	}
+	cfg->policy_for_dlq = cfg->policy;
+	cfg->policy_for_dlq.message_ttl_ms = 0;
 	return 0;
+}
+
+static bool
+names(const char *s, const char *name, size_t len)
+{
+	return strlen(s) == len && memcmp(s, name, len) == 0;
+}
+
+/* Do dead messages of some destination go to name? */
+static bool
+config_is_dead_letter_queue(const struct config *cfg, const char *name, size_t len)
+{
+	if (len == 0) /* "": dead messages are dropped */
+		return false;
+	if (names(cfg->policy.dead_letter_queue, name, len))
+		return true;
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		if (names(cfg->policies[i].values.dead_letter_queue, name, len))
+			return true;
+	return false;
 }
 
 const struct dest_policy *
 config_policy(const struct config *cfg, const char *name, size_t len)
 {
-	for (size_t i = 0; i < cfg->npolicies; i++)
-		if (policy_match(cfg->policies[i].pattern, name, len))
-			return &cfg->policies[i].values;
-	return &cfg->policy;
+	/* A message-ttl meant for the queues a dead-letter queue collects for
+	 * (a pattern that matches it too, or the global one) would let their
+	 * dead letters expire unread. */
+	bool dlq = config_is_dead_letter_queue(cfg, name, len);
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		const struct config_policy *p = &cfg->policies[i];
+		if (!policy_match(p->pattern, name, len))
+			continue;
+		if (dlq && !(names(p->pattern, name, len) &&
+		    (p->set & CONFIG_POLICY_BIT(CFG_MESSAGE_TTL))))
+			return &p->for_dlq;
+		return &p->values;
+	}
+	return dlq ? &cfg->policy_for_dlq : &cfg->policy;
 }

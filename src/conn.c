@@ -491,6 +491,28 @@ conn_flush(struct conn *c)
 	return 0;
 }
 
+/* The ERROR for a frame the parser refused: one over a limit says which
+ * setting and how much, one malformed that it could not be parsed. */
+static void
+conn_parse_error(struct conn *c)
+{
+	size_t limit;
+	const char *key = parser_limit(&c->parser, &limit);
+	char detail[320];
+	if (key != NULL && strcmp(key, "max-headers") == 0)
+		snprintf(detail, sizeof(detail), "The frame has more header lines than this "
+		    "server's limit, %s = %zu, and was not processed: send fewer headers, or raise "
+		    "%s in the server's configuration.", key, limit, key);
+	else if (key != NULL)
+		snprintf(detail, sizeof(detail), "The frame exceeds this server's size limit, "
+		    "%s = %zu bytes, and was not processed: send smaller frames, or raise %s in the "
+		    "server's configuration.", key, limit, key);
+	else
+		snprintf(detail, sizeof(detail), "The frame could not be parsed: %s.",
+		    parser_error(&c->parser));
+	proto_error(c, parser_failed_frame(&c->parser), parser_error(&c->parser), detail);
+}
+
 void
 conn_process(struct conn *c)
 {
@@ -502,8 +524,7 @@ conn_process(struct conn *c)
 			completed = true;
 			proto_handle(c, f);
 		} else if (r == PARSE_ERROR) {
-			proto_error(c, parser_failed_frame(&c->parser), parser_error(&c->parser),
-			    "The frame could not be parsed; see the message header.");
+			conn_parse_error(c);
 			break;
 		} else {
 			break;

@@ -874,25 +874,68 @@ make_room(struct dest *d, const struct msg *m)
 	}
 }
 
+/* Every current subscriber of topic d whose selector matches gets m. */
+static inline void
+topic_publish(struct dest *d, struct msg *m, uint64_t *dropped)
+{
+	for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+		if (s->selector != NULL && !sub_matches(s, m))
+			continue;
+		if (sub_deliver(s, msg_ref(m), false) != 0) {
+			msg_unref(m);
+			(*dropped)++;
+			log_error("out of memory delivering to %s", d->name);
+		}
+	}
+	msg_unref(m);
+}
+
+/* A now-or-never message (expiration:0): a topic's subscribers get it as
+ * any other; on a queue it goes to a subscriber that can take it now (one
+ * waiting with a selector that wants it, or the next ready one), or dies.
+ * It never waits in the queue. */
+static __attribute__((noinline, cold)) void
+publish_now_or_never(struct dest *d, struct msg *m, uint64_t *dropped)
+{
+	if (d->kind == DEST_TOPIC) {
+		topic_publish(d, m, dropped);
+		return;
+	}
+	if (d->starved_head != NULL && offer(d, m))
+		return;
+	for (struct sub *s = d->ready_head, *next; s != NULL; s = next) {
+		next = s->ready_next;
+		if (!sub_can_take(s)) {
+			dest_ready_remove(d, s); /* listed before it filled up: as in dispatch */
+			continue;
+		}
+		if (s->selector != NULL && !sub_matches(s, m))
+			continue;
+		dest_ready_remove(d, s);
+		if (deliver(d, s, m) != 0) {
+			dest_ready_add(d, s);
+			break;
+		}
+		if (sub_can_take(s))
+			dest_ready_add(d, s); /* to the back, in turn */
+		return;
+	}
+	die(d, m, DEATH_EXPIRED);
+}
+
 void
 dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 {
 	d->published++;
-	if (m->expires_ms != 0 && expired(d, m)) {
-		die(d, m, DEATH_EXPIRED);
+	if (m->expires_ms != 0 && (m->now_or_never || expired(d, m))) {
+		if (m->now_or_never)
+			publish_now_or_never(d, m, dropped);
+		else
+			die(d, m, DEATH_EXPIRED);
 		return;
 	}
 	if (d->kind == DEST_TOPIC) {
-		for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
-			if (s->selector != NULL && !sub_matches(s, m))
-				continue;
-			if (sub_deliver(s, msg_ref(m), false) != 0) {
-				msg_unref(m);
-				(*dropped)++;
-				log_error("out of memory delivering to %s", d->name);
-			}
-		}
-		msg_unref(m);
+		topic_publish(d, m, dropped);
 		return;
 	}
 	if (__builtin_expect(!d->plain || d->starved_head != NULL, 0)) {

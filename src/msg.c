@@ -128,6 +128,7 @@ msg_init_life(struct msg *m)
 	m->returns = 0;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
+	m->now_or_never = false;
 	m->kept = NULL;
 	/* qprev, qnext: set when it is queued */
 }
@@ -211,6 +212,7 @@ msg_new(const struct msg_spec *s)
 	msg_init_life(m);
 	m->priority = s->priority;
 	m->expires_ms = s->expires_ms;
+	m->now_or_never = s->now_or_never;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -320,6 +322,7 @@ msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
 		c->persistent = m->persistent;
 		c->priority = m->priority;
 		c->expires_ms = m->expires_ms;
+		c->now_or_never = m->now_or_never;
 		c->dead = m->dead;
 	}
 	return c;

@@ -101,7 +101,29 @@ static enum parser_result
 fail(struct parser *p, const char *why)
 {
 	snprintf(p->error, sizeof(p->error), "%s", why);
+	p->broken = PARSER_LIMIT_NONE;
 	return failed(p);
+}
+
+/* The settings behind the limits, by enum parser_limit_id. */
+static const char *const limit_keys[] = {
+	[PARSER_LIMIT_FRAME] = "max-frame-size",
+	[PARSER_LIMIT_HEADERS] = "max-headers",
+	[PARSER_LIMIT_LINE] = "max-header-line",
+	[PARSER_LIMIT_BODY] = "max-body-size",
+};
+
+static size_t
+limit_value(const struct parser *p, enum parser_limit_id id)
+{
+	switch (id) {
+	case PARSER_LIMIT_FRAME: return p->limits.max_frame;
+	case PARSER_LIMIT_HEADERS: return p->limits.max_headers;
+	case PARSER_LIMIT_LINE: return p->limits.max_header_line;
+	case PARSER_LIMIT_BODY: return p->limits.max_body;
+	case PARSER_LIMIT_NONE: break;
+	}
+	return 0;
 }
 
 /* Fail on a configured limit, naming the setting and the size, so the client
@@ -109,14 +131,17 @@ fail(struct parser *p, const char *why)
  * content-length declared it: otherwise how much had arrived would depend on
  * how the input was split, and the same input must fail the same way. */
 static enum parser_result
-fail_limit(struct parser *p, const char *what, uint64_t declared, const char *key, size_t limit)
+fail_limit(struct parser *p, const char *what, uint64_t declared, enum parser_limit_id id)
 {
+	const char *key = limit_keys[id];
+	size_t limit = limit_value(p, id);
 	if (declared > 0)
 		snprintf(p->error, sizeof(p->error), "%s: %" PRIu64 " bytes (%s is %zu)", what,
 		    declared, key, limit);
 	else
 		snprintf(p->error, sizeof(p->error), "%s: more than %zu bytes (%s is %zu)", what,
 		    limit, key, limit);
+	p->broken = id;
 	return failed(p);
 }
 
@@ -130,6 +155,15 @@ const char *
 parser_error(const struct parser *p)
 {
 	return p->error;
+}
+
+const char *
+parser_limit(const struct parser *p, size_t *limit)
+{
+	if (p->state != PARSER_FAILED || p->broken == PARSER_LIMIT_NONE)
+		return NULL;
+	*limit = limit_value(p, p->broken);
+	return limit_keys[p->broken];
 }
 
 int
@@ -268,6 +302,7 @@ take_line(struct parser *p, char *line, size_t n)
 	if (f->nhdr >= p->limits.max_headers) {
 		snprintf(p->error, sizeof(p->error), "too many headers: over %zu (max-headers is %zu)",
 		    p->limits.max_headers, p->limits.max_headers);
+		p->broken = PARSER_LIMIT_HEADERS;
 		return failed(p);
 	}
 	if (f->nhdr == p->hdr_cap) {
@@ -316,11 +351,10 @@ end_headers(struct parser *p)
 			return fail(p, "content-length is not a number");
 		size_t head = p->body_start - p->start;
 		if (p->limits.max_body && body_len > p->limits.max_body)
-			return fail_limit(p, "body too large", body_len, "max-body-size",
-			    p->limits.max_body);
+			return fail_limit(p, "body too large", body_len, PARSER_LIMIT_BODY);
 		if (body_len > p->limits.max_frame || head + body_len + 1 > p->limits.max_frame)
 			return fail_limit(p, "frame too large", body_len > p->limits.max_frame ?
-			    body_len : head + body_len + 1, "max-frame-size", p->limits.max_frame);
+			    body_len : head + body_len + 1, PARSER_LIMIT_FRAME);
 		p->has_length = 1;
 		p->body_end = p->body_start + body_len;
 	}
@@ -347,8 +381,7 @@ scan_headers(struct parser *p)
 			if (q != line || p->nlines == 0)
 				return fail(p, "NUL byte inside the frame's headers");
 			if (p->line_start + 1 - p->start > p->limits.max_frame)
-				return fail_limit(p, "frame too large", 0, "max-frame-size",
-				    p->limits.max_frame);
+				return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
 			p->body_start = p->line_start;
 			p->has_length = 1;
 			p->body_end = p->body_start;
@@ -360,8 +393,7 @@ scan_headers(struct parser *p)
 		if (n > 0 && q[-1] == '\r')
 			n--;
 		if (n > p->limits.max_header_line)
-			return fail_limit(p, "header line too long", 0, "max-header-line",
-			    p->limits.max_header_line);
+			return fail_limit(p, "header line too long", 0, PARSER_LIMIT_LINE);
 		p->scan = p->line_start = (size_t)(q + 1 - p->buf);
 		if (n == 0) {
 			p->body_start = p->scan;
@@ -376,10 +408,9 @@ scan_headers(struct parser *p)
 	if (pending > 0 && p->buf[p->len - 1] == '\r')
 		pending--;
 	if (pending > p->limits.max_header_line)
-		return fail_limit(p, "header line too long", 0, "max-header-line",
-		    p->limits.max_header_line);
+		return fail_limit(p, "header line too long", 0, PARSER_LIMIT_LINE);
 	if (p->len - p->start > p->limits.max_frame)
-		return fail_limit(p, "frame too large", 0, "max-frame-size", p->limits.max_frame);
+		return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
 	return PARSE_NEED_MORE;
 }
 
@@ -433,20 +464,16 @@ parser_next(struct parser *p, struct frame **out)
 				if (nul == NULL) {
 					p->scan = p->len;
 					if (p->limits.max_body && p->len - p->body_start > p->limits.max_body)
-						return fail_limit(p, "body too large", 0,
-						    "max-body-size", p->limits.max_body);
+						return fail_limit(p, "body too large", 0, PARSER_LIMIT_BODY);
 					if (p->len - p->start > p->limits.max_frame)
-						return fail_limit(p, "frame too large", 0,
-						    "max-frame-size", p->limits.max_frame);
+						return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
 					return PARSE_NEED_MORE;
 				}
 				nul_at = (size_t)(nul - p->buf);
 				if (p->limits.max_body && nul_at - p->body_start > p->limits.max_body)
-					return fail_limit(p, "body too large", 0, "max-body-size",
-					    p->limits.max_body);
+					return fail_limit(p, "body too large", 0, PARSER_LIMIT_BODY);
 				if (nul_at + 1 - p->start > p->limits.max_frame)
-					return fail_limit(p, "frame too large", 0, "max-frame-size",
-					    p->limits.max_frame);
+					return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
 			}
 			p->frame.body = p->buf + p->body_start;
 			p->frame.body_len = nul_at - p->body_start;

@@ -358,11 +358,20 @@ handle_connect(struct conn *c, struct frame *f)
 		return fail_oom(c, f);
 	c->broker->stats.frames_out[STAT_OUT_CONNECTED]++;
 	conn_schedule(c);
-	char name[80] = "";
-	if (login != NULL)
+	/* Who it is, in the admin API's and the dashboard's words: the login it
+	 * was let in as, or anonymous (a login given is not who it is then). */
+	char name[80] = "", given[120] = "";
+	if (c->session->user != NULL) {
+		log_clean(name, sizeof(name), auth_user_name(c->session->user),
+		    strlen(auth_user_name(c->session->user)));
+	} else if (login != NULL) {
 		log_clean(name, sizeof(name), login->value, login->value_len);
-	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 "%s%s", c->peer, v,
-	    c->session->id, login ? ", login " : "", name);
+		snprintf(given, sizeof(given), " (login '%s' %s)", name, c->broker->auth == NULL ?
+		    "not checked: no users-file" : "not in the users-file");
+	}
+	log_info("%s: connected, STOMP 1.%d, session eft-%" PRIu64 ", %s%s%s", c->peer, v,
+	    c->session->id, c->session->user != NULL ? "login " : "anonymous",
+	    c->session->user != NULL ? name : "", given);
 	return RESULT_DONE; /* CONNECT takes no receipt */
 }
 
@@ -399,8 +408,9 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 /* A message's priority and expiry from the SEND's headers, in either
  * dialect: priority 0-9 (JMS/ActiveMQ; RabbitMQ's larger ones count as 9),
  * expires (ActiveMQ: absolute, ms since the epoch, 0 never) and expiration
- * (RabbitMQ: ms from now).  With both, the sooner wins.  False after an
- * ERROR. */
+ * (RabbitMQ: ms from now; 0, as RabbitMQ's TTL 0, goes to a consumer that
+ * can take it as it arrives or dies).  With both, the sooner wins.  False
+ * after an ERROR. */
 static bool
 parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 {
@@ -432,6 +442,7 @@ parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 		uint64_t at = n < UINT64_MAX - now ? now + n : UINT64_MAX;
 		if (spec->expires_ms == 0 || at < spec->expires_ms)
 			spec->expires_ms = at;
+		spec->now_or_never = n == 0 && spec->expires_ms == at; /* not if expires was past */
 	}
 	return true;
 }

@@ -70,8 +70,9 @@ static __attribute__((noinline)) int
 publish_kept(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
-	/* Expired already: it dies once, here, not once per copy. */
-	if (m->expires_ms != 0 && dest_msg_expired(d, m)) {
+	/* Expired already: it dies once, here, not once per copy.  (Not a
+	 * now-or-never one: durable subscribers may take it now.) */
+	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(d, m)) {
 		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 		b->stats.msgs_in++;
 		return 0;
@@ -159,29 +160,50 @@ route_through_backend(struct session *ss, const char *name, size_t len, enum add
 	return 0;
 }
 
+/* route_send to a destination not in the send cache.  A queue made for a
+ * message that dies as it comes (expired, or expiration:0 with nobody to
+ * take it) is not kept: it holds nothing.  (One found in the cache was
+ * holding something before, so it still does.) */
+static inline int
+send_uncached(struct session *ss, const char *name, size_t len, enum address_kind kind,
+    struct msg *m, struct dest **where)
+{
+	struct dests *t = &ss->broker->dests;
+	int err = 0;
+	struct dest *d = route_resolve(ss, name, len, kind, &err);
+	if (err != 0)
+		return -1;
+	bool may_die = m->expires_ms != 0;
+	if (publish(ss, d, m) != 0) {
+		dests_release(t, d); /* a queue just made for m */
+		return -1;
+	}
+	if (__builtin_expect(may_die, 0) && d != NULL) {
+		uint64_t freed = t->freed;
+		dests_release(t, d);
+		if (t->freed != freed)
+			return 0;
+	}
+	if (where != NULL && d != NULL && dest_kind(d) == DEST_QUEUE)
+		*where = d;
+	return 0;
+}
+
 int
 route_send(struct session *ss, const char *name, size_t len, enum address_kind kind, struct msg *m,
     struct dest **where)
 {
-	int err = 0;
-	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
-	    route_carried(ss, name, len, kind)) {
-		if (where != NULL)
-			*where = NULL;
-		return route_through_backend(ss, name, len, kind, m);
-	}
-	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
-	if (d == NULL)
-		d = route_resolve(ss, name, len, kind, &err);
 	if (where != NULL)
 		*where = NULL;
-	if (err != 0)
+	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
+	    route_carried(ss, name, len, kind))
+		return route_through_backend(ss, name, len, kind, m);
+	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
+	if (d == NULL)
+		return send_uncached(ss, name, len, kind, m, where);
+	if (publish(ss, d, m) != 0)
 		return -1;
-	if (publish(ss, d, m) != 0) {
-		dests_release(&ss->broker->dests, d); /* a queue just made for m */
-		return -1;
-	}
-	if (where != NULL && d != NULL && dest_kind(d) == DEST_QUEUE)
+	if (where != NULL && dest_kind(d) == DEST_QUEUE)
 		*where = d;
 	return 0;
 }

@@ -191,10 +191,14 @@ tx_commit(struct session *ss, struct tx *t)
 			op->msg = NULL;
 			continue;
 		}
+		bool may_die = op->msg->expires_ms != 0;
 		if (op->target != NULL)
 			dest_unhold(op->target);
 		route_publish(ss, op->target, op->msg); /* cannot fail */
 		op->msg = NULL;
+		/* A queue made for a message that died as it came holds nothing. */
+		if (may_die && op->target != NULL)
+			dests_release(&ss->broker->dests, op->target);
 	}
 	if (be != NULL)
 		backend_batch_end(be);

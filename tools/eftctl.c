@@ -597,8 +597,8 @@ ctl_print_http_error(const struct ctl_reply *r, const char *user)
 		hint = " (pass --user NAME of a user with the admin mark)";
 	else if (r->code == 401)
 		hint = " (check the user and password given with --user)";
-	else if (r->code == 403 && user != NULL)
-		hint = " (a user needs the admin mark: eft-passwd --admin)";
+	else if (r->code == 403 && user != NULL && (why == NULL || *why == '\0'))
+		hint = " (a user needs the admin mark: eft-passwd --admin)"; /* else eftd's reason says */
 	fprintf(stderr, "eftctl: %d %s%s%s%s\n", r->code, r->reason != NULL ? r->reason : "",
 	    why != NULL && *why != '\0' ? ": " : "", why != NULL ? why : "", hint);
 	free(why);

@@ -33,7 +33,7 @@ size_t cluster_escape(char *out, size_t cap, const char *prefix, const char *nam
 long cluster_unescape(char *token, size_t len);
 
 /* The payload of a message between nodes:
- *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered), priority,
+ *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered, 8 now-or-never), priority,
  *   nblocks (1 or STOMP_VERSIONS), 0, expires_ms (8 bytes, little-endian),
  *   nblocks block lengths (4 bytes each), the blocks, then the body. */
 #define CLUSTER_MSG_MAGIC "EFT1"

@@ -79,6 +79,7 @@ struct config_policy {
 	char pattern[POLICY_NAME_MAX];
 	unsigned set;              /* CONFIG_POLICY_BIT of each key the line gives */
 	struct dest_policy values; /* after config_check, the globals where set has no bit */
+	struct dest_policy for_dlq; /* the same without message-ttl (config_policy) */
 };
 
 /* One `listen = URL`: scheme://HOST:PORT, HOST an IPv6 address in brackets. */
@@ -111,6 +112,7 @@ struct config {
 	size_t max_output;         /* pending output before a connection is cut off as too slow */
 	struct dest_policy policy; /* queue limits, overflow, TTL, dead letters: where no policy
 	                              line matches, and what a line does not give */
+	struct dest_policy policy_for_dlq; /* the same without message-ttl (config_policy) */
 	struct config_policy policies[CONFIG_MAX_POLICIES]; /* as given; the first match wins */
 	size_t npolicies;
 	size_t max_memory;         /* all messages held; producers wait above it; 0: 40% of RAM */
@@ -173,7 +175,11 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
 int config_check(struct config *cfg, char *err, size_t errlen);
 /* The policy of the destination name (len bytes, not NUL-terminated; any
  * name, broker-internal ones too): the values of the first policy line whose
- * pattern matches, else the global settings.  After config_check. */
+ * pattern matches, else the global settings.  A dead-letter queue (one that
+ * the global settings or a policy line name as dead-letter-queue) keeps its
+ * dead letters until they are read: it takes no message-ttl from the global
+ * settings or from a pattern, only from a line that names it exactly and
+ * gives message-ttl itself.  After config_check. */
 const struct dest_policy *config_policy(const struct config *cfg, const char *name, size_t len);
 
 #endif

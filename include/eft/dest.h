@@ -156,7 +156,9 @@ bool dest_msg_expired(const struct dest *d, const struct msg *m);
  * to every subscriber whose selector matches.  Takes the reference.  A full
  * drop-head queue first lets its oldest lowest-priority message die.  A
  * topic delivery that fails for want of memory is dropped for that
- * subscriber and counted in *dropped; so is one that already expired. */
+ * subscriber and counted in *dropped.  A message already expired dies; so
+ * does a now-or-never one (m->now_or_never) that no subscriber of a queue
+ * can take at once (d may then hold nothing). */
 void dest_publish(struct dest *d, struct msg *m, uint64_t *dropped);
 /* Is queue d at a limit of its policy that makes producers wait (overflow
  * block, max-queue-messages or max-queue-bytes)? */

@@ -41,6 +41,9 @@ struct msg {
 	bool dead;                         /* a dead letter: never dead-lettered again */
 	bool redelivered;                  /* queued again after a consumer had it */
 	bool queued;                       /* on its queue's list (qprev, qnext) */
+	/* expiration:0 (RabbitMQ's TTL 0): taken by a consumer as it arrives,
+	 * or it dies then (dest_publish); expires_ms is its SEND's time. */
+	bool now_or_never;
 	uint32_t returns;                  /* times given back unacknowledged (max-redeliveries) */
 	uint32_t expiry_slot;              /* 1 + its index in the expiry heap; 0: not there */
 	uint64_t expires_ms;               /* wall clock, ms since the epoch; 0: never */
@@ -71,6 +74,7 @@ struct msg_spec {
 	const char *reply_to;       /* replaces the frame's reply-to, if not NULL */
 	size_t reply_to_len;
 	uint8_t priority;           /* 0-9 */
+	bool now_or_never;          /* expiration:0 */
 	uint64_t expires_ms;        /* 0: never */
 };
 
@@ -96,8 +100,8 @@ msg_ref(struct msg *m)
 struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
     const uint32_t *block_lens, const char *body, size_t body_len);
 /* A copy of m with another id (its message-id header too), for a durable
- * subscription's queue; persistent as m is.  NULL if out of memory or a
- * block of m has no message-id line. */
+ * subscription's queue; persistent, priority and expiry as m.  NULL if out
+ * of memory or a block of m has no message-id line. */
 struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
 /* A copy of m for the dead-letter queue dlq (dlq_len bytes) with id id, as
  * the journal would restore it (msg_restore), the body copied.  Its header

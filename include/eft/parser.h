@@ -19,6 +19,14 @@ struct parser_limits {
 };
 
 enum parser_state { PARSER_EOL, PARSER_HEADERS, PARSER_BODY, PARSER_FAILED };
+/* Which limit a frame broke (parser_limit names the setting). */
+enum parser_limit_id {
+	PARSER_LIMIT_NONE,
+	PARSER_LIMIT_FRAME,
+	PARSER_LIMIT_HEADERS,
+	PARSER_LIMIT_LINE,
+	PARSER_LIMIT_BODY,
+};
 
 struct parser {
 	char *buf;
@@ -39,6 +47,7 @@ struct parser {
 	size_t hdr_cap;     /* entries allocated in frame.hdr */
 	char error[160];
 	int partial;        /* failed after taking some lines of a frame */
+	enum parser_limit_id broken; /* the limit it failed on (parser_limit) */
 };
 
 enum parser_result { PARSE_NEED_MORE, PARSE_FRAME, PARSE_ERROR };
@@ -55,6 +64,10 @@ int parser_feed(struct parser *p, const void *data, size_t n);
  * why and the parser stays failed. */
 enum parser_result parser_next(struct parser *p, struct frame **out);
 const char *parser_error(const struct parser *p);
+/* After PARSE_ERROR: the setting whose limit the frame broke
+ * ("max-body-size", ...) with its value in *limit (bytes; header lines for
+ * "max-headers"), or NULL if the frame was malformed instead. */
+const char *parser_limit(const struct parser *p, size_t *limit);
 /* After PARSE_ERROR: the lines of the bad frame parsed before the error
  * (command and headers, no body), or NULL. */
 const struct frame *parser_failed_frame(const struct parser *p);

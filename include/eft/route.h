@@ -29,8 +29,10 @@ bool route_carried(const struct session *ss, const char *name, size_t len,
 int route_through_backend(struct session *ss, const char *name, size_t len,
     enum address_kind kind, struct msg *m);
 /* Both at once.  *where (if not NULL) is the queue m went to, or NULL for a
- * topic, a drop or the backend.  0: the reference is taken; -1: out of
- * memory, or a BACKEND_* code, the caller keeps it. */
+ * topic, a drop, the backend, or a queue made for m that m died in as it
+ * came (expired, or expiration:0 with nobody to take it): not kept.  0: the
+ * reference is taken; -1: out of memory, or a BACKEND_* code, the caller
+ * keeps it. */
 int route_send(struct session *ss, const char *name, size_t len, enum address_kind kind,
     struct msg *m, struct dest **where);
 

@@ -725,7 +725,8 @@ class Reload(unittest.TestCase):
         c = harness.RawClient(b.port)
         c.connect("1.2", {"login": "after-rotation"})
         c.close()
-        wait_for(lambda: "login after-rotation" in open(log).read(), 5, "new lines in the new file")
+        wait_for(lambda: "login 'after-rotation'" in open(log).read(), 5,
+                 "new lines in the new file")
         self.assertNotIn("after-rotation", open(log + ".1").read())
         self.assertIn("listening on", open(log + ".1").read())
         self.assertEqual(b.stop(), 0)

@@ -164,11 +164,38 @@ class Open(harness.BrokerTest):
             self.clients.append(c)
             self.assertEqual(connect(c, login, pw).command, "CONNECTED")
 
+    def test_the_log_says_anonymous_as_the_dashboard_does(self):
+        """The connect log line names the login a client was let in as, or
+        says anonymous (the admin API's null login, the dashboard's
+        "(anonymous)"), with a login given that was not checked."""
+        ports = {}
+        for login, pw in ((None, None), ("guest", "guest"), ("alice", "wonderland")):
+            c = harness.RawClient(self.broker.port)
+            self.clients.append(c)
+            self.assertEqual(connect(c, login, pw).command, "CONNECTED")
+            ports[login] = c.sock.getsockname()[1]
+        log = self.broker.read_log()
+        line = "127.0.0.1:%d: connected, STOMP 1.2, session eft-%d, %s\n"
+        self.assertIn(line % (ports[None], 1, "anonymous"), log)
+        self.assertIn(line % (ports["guest"], 2, "anonymous (login 'guest' not in the "
+                                                 "users-file)"), log)
+        self.assertIn(line % (ports["alice"], 3, "login alice"), log)
+
     def test_known_user_wrong_password_still_refused(self):
         c = harness.RawClient(self.broker.port)
         self.clients.append(c)
         self.assertEqual(connect(c, "bob", "wrong").command, "ERROR")
         c.expect_closed()
+
+
+class NoUsersFile(harness.BrokerTest):
+    def test_a_login_is_not_checked_and_the_log_says_anonymous(self):
+        c = harness.RawClient(self.broker.port)
+        self.clients.append(c)
+        self.assertEqual(connect(c, "guest", "guest").command, "CONNECTED")
+        self.assertIn("127.0.0.1:%d: connected, STOMP 1.2, session eft-1, anonymous (login "
+                      "'guest' not checked: no users-file)\n" % c.sock.getsockname()[1],
+                      self.broker.read_log())
 
 
 def example_users():

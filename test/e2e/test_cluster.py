@@ -467,6 +467,25 @@ class TopicTest(ClusterBase):
             self.assertEqual(read_bodies(c, 100, 10), ["t%d" % i for i in range(100)])
             c.expect_nothing(0.2)
 
+    def test_expiration_0_reaches_every_nodes_subscribers_not_a_clustered_queue(self):
+        """RabbitMQ's TTL 0 crosses NATS with the message: a topic's
+        subscribers on each node get it.  A clustered queue's message waits
+        in JetStream first, so there it expires (README, docs/cluster.md)."""
+        a, b = self.node("a"), self.node("b")
+        sa, sb = self.client(a), self.client(b)
+        subscribe(sa, "/topic/now", sid="t")
+        subscribe(sb, "/topic/now", sid="t")
+        qb = self.client(b)
+        subscribe(qb, "/queue/now", sid="q")
+        time.sleep(0.3 * SLOW)  # NATS has the nodes' interest
+        p = self.client(a)
+        send(p, "/topic/now", "news", [("expiration", "0")])
+        send(p, "/queue/now", "job", [("expiration", "0")], rid="r")
+        p.expect("RECEIPT")
+        self.assertEqual(read_bodies(sa, 1, 5), ["news"])
+        self.assertEqual(read_bodies(sb, 1, 5), ["news"])
+        qb.expect_nothing(1.0)
+
     def test_a_topic_nobody_subscribes_to_is_fine(self):
         a = self.node("a")
         p = self.client(a)

@@ -181,8 +181,19 @@ class LingeringCloseTest(BrokerTest):
         # (1.2 escapes the colon)
         self.assertEqual(f["message"], "body too large\\c %d bytes (max-body-size is 65536)"
                          % len(body))
+        self.assertEqual(f.body.decode(), "The frame exceeds this server's size limit, "
+                         "max-body-size = 65536 bytes, and was not processed: send smaller "
+                         "frames, or raise max-body-size in the server's configuration.")
         self.assertEqual(f["receipt-id"], "r")
         self.assertEqual(c.sock.recv(100), b"")  # FIN, not ECONNRESET
+
+    def test_a_malformed_frame_is_said_to_be(self):
+        c = self.client()
+        c.send(b"SEND\ndestination:/queue/x\nno colon here\n\n\0")
+        f = c.read_frame()
+        self.assertEqual(f.command, "ERROR")
+        self.assertEqual(f.body.decode(), "The frame could not be parsed: malformed header "
+                         "line (no ':') in frame.")
 
     def test_client_that_never_closes_is_closed_after_about_2s(self):
         c = self.client()

@@ -284,12 +284,35 @@ class ExpiryTest(Lifetime):
         s = self.client()
         subscribe(s, "/topic/t")
         p = self.client()
-        send(p, "/topic/t", "rel0", [("expiration", "0")])
+        send(p, "/topic/t", "rel0", [("expiration", "0")])  # RabbitMQ's TTL 0: delivered now
         send(p, "/topic/t", "abs-past", [("expires", str(now_ms() - 10))])
         send(p, "/topic/t", "fresh", [("expiration", "60000"), ("expires", "0")], rid="sent")
-        self.assertEqual(s.expect("MESSAGE").body, b"fresh")
+        self.assertEqual(bodies([s.expect("MESSAGE"), s.expect("MESSAGE")]), ["rel0", "fresh"])
         s.expect_nothing(0.2)
+        self.assert_counts({"expired": 1})
+
+    def test_expiration_0_goes_to_a_consumer_that_can_take_it_now(self):
+        """RabbitMQ's TTL 0: delivered if a consumer can take it as it comes
+        (one with room under its prefetch), else it expires then, and never
+        waits in the queue."""
+        ready = self.client()
+        subscribe(ready, "/queue/now")
+        full = self.client()
+        subscribe(full, "/queue/full", ack="client", headers=[("prefetch-count", "1")])
+        p = self.client()
+        send(p, "/queue/now", "taken", [("expiration", "0")])
+        send(p, "/queue/nobody", "lost", [("expiration", "0")])
+        send(p, "/queue/full", "first")
+        send(p, "/queue/full", "no room", [("expiration", "0")], rid="sent")
+        self.assertEqual(ready.expect("MESSAGE").body, b"taken")
+        first = full.expect("MESSAGE")
+        self.assertEqual(first.body, b"first")
+        full.send_frame("ACK", [("id", first["ack"])])
+        full.expect_nothing(0.2)
         self.assert_counts({"expired": 2})
+        self.assertEqual(self.queues(), {"/queue/now": 0, "/queue/full": 0})
+        send(p, "/queue/full", "room again", [("expiration", "0")])
+        self.assertEqual(full.expect("MESSAGE").body, b"room again")
 
     def test_expired_before_its_transaction_commits(self):
         p = self.client()
@@ -887,7 +910,10 @@ class PolicyTest(Lifetime):
               "policy = /queue/orders.eu max-redeliveries=1\n"
               "policy = /queue/orders.* dead-letter-queue=/queue/orders.dlq\n"
               "policy = /queue/orders.> max-redeliveries=2 dead-letter-queue=/queue/deep.dlq\n"
-              "policy = /queue/ttl.> message-ttl=300\n")
+              "policy = /queue/ttl.> message-ttl=300\n"
+              "policy = /queue/shop.dlq.short message-ttl=300\n"
+              "policy = /queue/shop.> message-ttl=300 dead-letter-queue=/queue/shop.dlq\n"
+              "policy = /queue/cart.> dead-letter-queue=/queue/shop.dlq.short\n")
 
     def nack_until_dead(self, c, queue, limit):
         """Deliveries of one message NACKed until it dies (at most limit+1)."""
@@ -940,6 +966,22 @@ class PolicyTest(Lifetime):
         self.assertEqual({f["x-death-reason"] for f in dl}, {"expired"})
         self.assertGreaterEqual(min(int(f["x-death-time"]) for f in dl
                                     if f.body != b"own sooner"), t0 + 300 - CLOCK_SLACK_MS)
+
+    def test_a_dead_letter_queue_keeps_what_it_collects_unless_named_with_a_ttl(self):
+        """/queue/shop.dlq matches /queue/shop.> too, but does not take its
+        message-ttl: dead letters wait to be read.  A line naming a
+        dead-letter queue exactly with a message-ttl still gives it one."""
+        p = self.client()
+        send(p, "/queue/shop.a", "order")
+        send(p, "/queue/cart.a", "cart", [("expiration", "100")], rid="sent")
+        self.wait_counts(dead={"expired": 2})          # order after 300 ms, cart after 100
+        self.wait_counts({"expired": 1}, {"expired": 2})  # cart's dead letter, 300 ms later
+        time.sleep(0.5)                                   # order's would have gone by now
+        self.assert_counts({"expired": 1}, {"expired": 2})
+        self.assertEqual(self.queues(), {"/queue/shop.dlq": 1})
+        dl = self.drain("/queue/shop.dlq")
+        self.assertEqual([(f.body, f["x-original-destination"]) for f in dl],
+                         [(b"order", "/queue/shop.a")])
 
 
 @TCP_ONLY
@@ -1058,6 +1100,29 @@ class DurableLifetimeTest(AdminMixin, StompMixin, DataDirTest):
         # from the restart (after 1 s) they would last until 3 s at least
         self.assertLess(time.time() - t0, 2.6, "the restart restarted the ttl")
         self.assert_counts({"expired": 2})
+
+    def test_persistent_expiration_0_is_taken_now_or_dead_lettered_once(self):
+        """A persistent expiration:0 message: one that nobody could take is
+        a dead letter at once, in one place after a crash; one taken and not
+        acknowledged comes back as any other, and dies then (expired, as with
+        RabbitMQ: TTL 0 has passed)."""
+        self.start()
+        s = self.client()
+        subscribe(s, "/queue/now", ack="client")
+        c = self.client()
+        self.psend(c, "/queue/now", "taken", [("expiration", "0")])
+        self.psend(c, "/queue/nobody", "lost", [("expiration", "0")], rid="sent")
+        self.assertEqual(s.expect("MESSAGE").body, b"taken")
+        self.assert_counts(dead={"expired": 1})
+        self.assertEqual(self.queues(), {"/queue/now": 0, "/queue/dlq": 1})
+        self.crash()
+        self.start()
+        self.back(2, 2)
+        self.assertEqual(self.drain("/queue/nobody"), [])
+        self.assertEqual(self.drain("/queue/now"), [])
+        dl = self.drain("/queue/dlq")
+        self.assertEqual([(f.body, f["x-original-destination"]) for f in dl],
+                         [(b"lost", "/queue/nobody"), (b"taken", "/queue/now")])
 
     def test_what_expired_before_the_crash_stays_gone(self):
         self.start("")

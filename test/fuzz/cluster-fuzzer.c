@@ -42,7 +42,8 @@ payload(const char *d, size_t n)
 	    "the body changed");
 	CHECK(m2->priority == m->priority && m2->expires_ms == m->expires_ms &&
 	    m2->persistent == m->persistent && m2->dead == m->dead &&
-	    m2->redelivered == m->redelivered, "a flag changed");
+	    m2->redelivered == m->redelivered && m2->now_or_never == m->now_or_never,
+	    "a flag changed");
 	CHECK(msg_nblocks(m2) == msg_nblocks(m), "the block count changed");
 	for (int v = 0; v < msg_nblocks(m); v++)
 		CHECK(m2->block_len[v] == m->block_len[v] &&

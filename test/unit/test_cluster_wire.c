@@ -57,6 +57,7 @@ check_round_trip(struct msg_pool *pool, struct msg *m)
 	assert_int_equal(c->expires_ms, m->expires_ms);
 	assert_int_equal(c->persistent, m->persistent);
 	assert_int_equal(c->redelivered, m->redelivered);
+	assert_int_equal(c->now_or_never, m->now_or_never);
 	assert_int_equal(msg_nblocks(c), msg_nblocks(m));
 	assert_int_equal(c->body_len, m->body_len);
 	assert_memory_equal(c->body, m->body, m->body_len);
@@ -97,6 +98,8 @@ test_payload_round_trip(void **state)
 	m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nx-k:v\nx-nl:a\\nb\n\n", "", 0, 6);
 	assert_int_equal(msg_nblocks(m), STOMP_VERSIONS);
 	m->redelivered = true;
+	check_round_trip(&pool, m);
+	m->now_or_never = true; /* expiration:0, to a topic on other nodes */
 	check_round_trip(&pool, m);
 	msg_unref(m);
 	msg_pool_drain(&pool);

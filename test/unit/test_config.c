@@ -1208,6 +1208,51 @@ test_policy_lines_in_file(void **state)
 	assert_int_equal(config_policy(&cfg, "/queue/a", 8)->message_ttl_ms, 3);
 }
 
+/* A dead-letter queue matched by the pattern (or the global message-ttl)
+ * of the queues it collects for keeps its dead letters: only a line naming
+ * it exactly with a message-ttl of its own gives it one. */
+static void
+test_dead_letter_queue_takes_no_ttl_it_collects_for(void **state)
+{
+	(void)state;
+	struct config cfg;
+	load_checked(&cfg,
+	    "policy = /queue/orders.dlq.kept max-redeliveries=3\n"
+	    "policy = /queue/orders.> message-ttl=60000 dead-letter-queue=/queue/orders.dlq\n"
+	    "policy = /queue/jobs.dlq message-ttl=5000\n"
+	    "policy = /queue/jobs.> dead-letter-queue=/queue/jobs.dlq\n"
+	    "policy = /queue/exact max-redeliveries=2 dead-letter-queue=/queue/orders.dlq.kept\n"
+	    "message-ttl = 1000\n"
+	    "dead-letter-queue = /queue/dead\n");
+	const struct dest_policy *orders = config_policy(&cfg, "/queue/orders.eu", 16);
+	assert_ptr_equal(orders, &cfg.policies[1].values);
+	assert_int_equal(orders->message_ttl_ms, 60000);
+	/* The dead-letter queue under the same pattern: all but the ttl. */
+	const struct dest_policy *dlq = config_policy(&cfg, "/queue/orders.dlq", 17);
+	assert_ptr_equal(dlq, &cfg.policies[1].for_dlq);
+	assert_int_equal(dlq->message_ttl_ms, 0);
+	assert_string_equal(dlq->dead_letter_queue, "/queue/orders.dlq");
+	/* Named exactly, with a message-ttl of its own: kept. */
+	const struct dest_policy *jobs = config_policy(&cfg, "/queue/jobs.dlq", 15);
+	assert_ptr_equal(jobs, &cfg.policies[2].values);
+	assert_int_equal(jobs->message_ttl_ms, 5000);
+	/* Named exactly, without one: the global ttl would be its, so none. */
+	const struct dest_policy *kept = config_policy(&cfg, "/queue/orders.dlq.kept", 22);
+	assert_ptr_equal(kept, &cfg.policies[0].for_dlq);
+	assert_int_equal(kept->message_ttl_ms, 0);
+	assert_int_equal(kept->max_redeliveries, 3);
+	/* The global dead-letter queue: no global ttl either. */
+	const struct dest_policy *dead = config_policy(&cfg, "/queue/dead", 11);
+	assert_ptr_equal(dead, &cfg.policy_for_dlq);
+	assert_int_equal(dead->message_ttl_ms, 0);
+	assert_string_equal(dead->dead_letter_queue, "/queue/dead");
+	/* Other queues are as before. */
+	assert_ptr_equal(config_policy(&cfg, "/queue/other", 12), &cfg.policy);
+	assert_int_equal(cfg.policy.message_ttl_ms, 1000);
+	assert_ptr_equal(config_policy(&cfg, "/queue/jobs.a", 13), &cfg.policies[3].values);
+	assert_int_equal(cfg.policies[3].values.message_ttl_ms, 1000);
+}
+
 /* The globals fill a line's gaps at config_check, after flags too. */
 static void
 test_policy_filled_at_check(void **state)
@@ -1326,6 +1371,7 @@ main(void)
 		cmocka_unit_test(test_policy_errors),
 		cmocka_unit_test(test_policy_too_many),
 		cmocka_unit_test(test_policy_lines_in_file),
+		cmocka_unit_test(test_dead_letter_queue_takes_no_ttl_it_collects_for),
 		cmocka_unit_test(test_policy_filled_at_check),
 		cmocka_unit_test(test_policy_flags_replace_file),
 		cmocka_unit_test(test_policy_errors_in_file),

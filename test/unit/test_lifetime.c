@@ -251,6 +251,96 @@ test_expired_at_head_never_delivered(void **state)
 	check_all(fx);
 }
 
+/* expiration:0 is RabbitMQ's TTL 0: a consumer that can take the message
+ * as it comes gets it; otherwise it dies then, and never waits. */
+static void
+test_expiration_zero_goes_to_a_ready_consumer(void **state)
+{
+	struct fixture *fx = *state;
+	start(fx);
+	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
+	feed(a, "SUBSCRIBE\nid:0\ndestination:/queue/now\n\n");
+	feed(b, "SUBSCRIBE\nid:0\ndestination:/queue/now\n\n");
+	send_with(p, "/queue/now", "expiration:0\n", "1");
+	send_with(p, "/queue/now", "expiration:0\n", "2");
+	send_with(p, "/queue/now", "expiration:0\n", "3");
+	expect_bodies(a, "1,3"); /* in turn, as any other */
+	expect_bodies(b, "2");
+	assert_int_equal(fx->b->stats.dropped[STAT_DROP_EXPIRED], 0);
+	assert_int_equal(dest_depth(find(fx, "/queue/now")), 0);
+	check_all(fx);
+}
+
+static void
+test_expiration_zero_dies_without_one(void **state)
+{
+	struct fixture *fx = *state;
+	set(fx, "dead-letter-queue", "/queue/dlq");
+	start(fx);
+	struct conn *p = client(fx);
+	/* Nobody subscribed: it dies, and no queue is left behind for it. */
+	send_with(p, "/queue/nobody", "expiration:0\n", "lost");
+	assert_null(find(fx, "/queue/nobody"));
+	assert_int_equal(fx->b->stats.dead_lettered[DEATH_EXPIRED], 1);
+	assert_int_equal(dest_depth(find(fx, "/queue/dlq")), 1);
+	/* A subscriber at its prefetch cannot take it now: it does not wait
+	 * for the ACK. */
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:0\ndestination:/queue/busy\nack:client\nprefetch-count:1\n\n");
+	send_with(p, "/queue/busy", "", "first");
+	send_with(p, "/queue/busy", "expiration:0\n", "too soon");
+	char *out = output(c), *id = header_of(out, "ack");
+	assert_int_equal(count(out, "MESSAGE\n"), 1);
+	assert_non_null(strstr(out, "\n\nfirst|"));
+	char frame[128];
+	snprintf(frame, sizeof(frame), "ACK\nid:%s\n\n", id);
+	feed(c, frame);
+	free(out);
+	free(id);
+	expect_bodies(c, "");
+	assert_int_equal(fx->b->stats.dead_lettered[DEATH_EXPIRED], 2);
+	/* Room again: the next one goes. */
+	send_with(p, "/queue/busy", "expiration:0\n", "in time");
+	expect_bodies(c, "in time");
+	/* An expires already past wins over it (the sooner wins): it dies. */
+	char h[80];
+	snprintf(h, sizeof(h), "expires:%llu\nexpiration:0\n", (unsigned long long)fake_now - 1);
+	send_with(p, "/queue/busy", h, "stale");
+	expect_bodies(c, "");
+	assert_int_equal(fx->b->stats.dead_lettered[DEATH_EXPIRED], 3);
+	check_all(fx);
+}
+
+static void
+test_expiration_zero_with_selectors_and_topics(void **state)
+{
+	struct fixture *fx = *state;
+	start(fx);
+	struct conn *p = client(fx), *red = client(fx), *t = client(fx);
+	feed(red, "SUBSCRIBE\nid:0\ndestination:/queue/sel\nselector:color = 'red'\n\n");
+	send_with(p, "/queue/sel", "color:blue\n", "blue waits");
+	send_with(p, "/queue/sel", "color:red\nexpiration:0\n", "red now");
+	send_with(p, "/queue/sel", "color:green\nexpiration:0\n", "green never");
+	expect_bodies(red, "red now");
+	assert_int_equal(dest_depth(find(fx, "/queue/sel")), 1); /* only blue */
+	assert_int_equal(fx->b->stats.dropped[STAT_DROP_EXPIRED], 1);
+	/* A topic: every current subscriber gets it. */
+	feed(t, "SUBSCRIBE\nid:0\ndestination:/topic/now\n\n");
+	send_with(p, "/topic/now", "expiration:0\n", "news");
+	expect_bodies(t, "news");
+	/* In a transaction: whoever can take it at COMMIT. */
+	struct conn *q = client(fx);
+	feed(q, "SUBSCRIBE\nid:0\ndestination:/queue/tx\n\n");
+	feed(p, "BEGIN\ntransaction:t1\n\n");
+	send_with(p, "/queue/tx", "transaction:t1\nexpiration:0\n", "committed");
+	send_with(p, "/queue/tx.none", "transaction:t1\nexpiration:0\n", "nobody");
+	expect_bodies(q, "");
+	feed(p, "COMMIT\ntransaction:t1\n\n");
+	expect_bodies(q, "committed");
+	assert_null(find(fx, "/queue/tx.none"));
+	check_all(fx);
+}
+
 static void
 test_expiry_timer_frees_memory(void **state)
 {
@@ -344,6 +434,33 @@ test_dead_letter_headers(void **state)
 	assert_non_null(strstr(out, "\n\nlate|"));
 	free(reason), free(orig), free(at), free(dest), free(exp), free(color);
 	free(out);
+	check_all(fx);
+}
+
+/* The dead-letter queue matches the pattern of the queues it collects
+ * for, message-ttl included: its dead letters still wait to be read. */
+static void
+test_dead_letters_do_not_expire_with_the_ttl_they_collect_for(void **state)
+{
+	struct fixture *fx = *state;
+	set(fx, "policy", "/queue/o.> message-ttl=500 dead-letter-queue=/queue/o.dlq");
+	set(fx, "message-ttl", "700");
+	set(fx, "dead-letter-queue", "/queue/dlq");
+	start(fx);
+	struct conn *p = client(fx);
+	send_with(p, "/queue/o.a", "", "order");
+	send_with(p, "/queue/plain", "", "plain");
+	fake_now += 800;
+	assert_int_equal(dests_expire(&fx->b->dests, fake_now, 100), 2);
+	assert_int_equal(dest_depth(find(fx, "/queue/o.dlq")), 1);
+	assert_int_equal(dest_depth(find(fx, "/queue/dlq")), 1);
+	fake_now += 100000;
+	assert_int_equal(dests_expire(&fx->b->dests, fake_now, 100), 0);
+	assert_int_equal(fx->b->stats.dropped[STAT_DROP_EXPIRED], 0);
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:0\ndestination:/queue/o.dlq\n\n");
+	feed(c, "SUBSCRIBE\nid:1\ndestination:/queue/dlq\n\n");
+	expect_bodies(c, "order,plain");
 	check_all(fx);
 }
 
@@ -601,10 +718,18 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_priority_and_expiry_headers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expired_at_head_never_delivered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expiration_zero_goes_to_a_ready_consumer, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_expiration_zero_dies_without_one, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_expiration_zero_with_selectors_and_topics, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_expiry_timer_frees_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_message_ttl_policy_and_sooner_wins, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_dead_letter_headers, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_dead_letters_do_not_expire_with_the_ttl_they_collect_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reject_goes_to_dlq_and_never_loops, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_max_redeliveries, setup, teardown),

@@ -1628,6 +1628,45 @@ test_mid_frame(void **state)
 	parser_free(&p);
 }
 
+/* After an error, which setting's limit was broken (for the ERROR's
+ * body), or none for a malformed frame. */
+static void
+test_limit_named(void **state)
+{
+	(void)state;
+	static const struct parser_limits lim = { 4096, 3, 64, 1000 };
+	static const struct {
+		const char *in;
+		const char *key;
+		size_t limit;
+	} cases[] = {
+		{ "SEND\ncontent-length:2000\n\n", "max-body-size", 1000 },
+		{ "SEND\na:1\nb:2\nc:3\nd:4\n\n", "max-headers", 3 },
+		{ "SEND\nlong:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n\n",
+		    "max-header-line", 64 },
+		{ "SEND\nno colon\n\n", NULL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct parser p;
+		parser_init(&p, &lim);
+		struct frame *f;
+		size_t limit = 12345;
+		assert_null(parser_limit(&p, &limit)); /* nothing failed yet */
+		assert_int_equal(parser_feed(&p, cases[i].in, strlen(cases[i].in)), 0);
+		assert_int_equal(parser_next(&p, &f), PARSE_ERROR);
+		const char *key = parser_limit(&p, &limit);
+		if (cases[i].key == NULL) {
+			assert_null(key);
+		} else {
+			assert_non_null(key);
+			assert_string_equal(key, cases[i].key);
+			assert_int_equal(limit, cases[i].limit);
+			str_contains(parser_error(&p), cases[i].key);
+		}
+		parser_free(&p);
+	}
+}
+
 int
 main(void)
 {
@@ -1677,6 +1716,7 @@ main(void)
 		cmocka_unit_test(test_space_reserves_known_body),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_mid_frame),
+		cmocka_unit_test(test_limit_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
