@@ -524,6 +524,82 @@ conn_process(struct conn *c)
 		conn_want_flush(c);
 }
 
+/* HTTP request lines eftd recognises on a STOMP listener, by their method
+ * and the space after it.  STOMP's own CONNECT is followed by an EOL. */
+static const char *const http_methods[] = {
+	"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ",
+};
+
+/* 1: the first bytes are the start of an HTTP request (*method says which);
+ * 0: they cannot be; -1: too few to say yet. */
+static int
+first_is_http(const char *b, size_t n, const char **method)
+{
+	bool maybe = false;
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++) {
+		size_t len = strlen(http_methods[i]);
+		if (memcmp(b, http_methods[i], n < len ? n : len) != 0)
+			continue;
+		if (n >= len) {
+			*method = http_methods[i];
+			return 1;
+		}
+		maybe = true;
+	}
+	return maybe ? -1 : 0;
+}
+
+/* Not STOMP but HTTP (a browser, curl, a health check): an answer such a
+ * client can show, saying where eftd does speak HTTP; then the lingering
+ * close, which reads and drops the rest of the request. */
+static void
+conn_answer_http(struct conn *c, const char *method)
+{
+#define PLAIN_BODY "This port speaks STOMP, not HTTP (eftd, a STOMP broker).\n"
+	_Static_assert(sizeof(PLAIN_BODY) - 1 == 57, "Content-Length below");
+	static const char plain[] = "HTTP/1.1 400 Bad Request\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 57\r\n"
+	    "Connection: close\r\n\r\n" PLAIN_BODY;
+#undef PLAIN_BODY
+	const char *answer = c->set->http_answer ? c->set->http_answer : plain;
+	log_info("%s: not STOMP: an HTTP request (%.*s); answered 400 Bad Request, closing",
+	    c->peer, (int)strlen(method) - 1, method);
+	if (outbuf_add(&c->out, answer, strlen(answer)) != 0)
+		log_error("%s: out of memory answering HTTP", c->peer);
+	conn_close_after_flush(c);
+}
+
+/* The connection's first bytes, before any is parsed: a TLS client or an
+ * HTTP client on a plain STOMP listener is told so at once, rather than
+ * waiting for connect-timeout-ms and then getting a STOMP ERROR it cannot
+ * show.  Only the first few bytes of a connection are looked at.  Returns
+ * -1 when c is answered and closing (the bytes are not STOMP). */
+static int
+conn_first_bytes(struct conn *c, const char *data, size_t n)
+{
+	size_t take = sizeof(c->first) - c->first_len;
+	if (take > n)
+		take = n;
+	memcpy(c->first + c->first_len, data, take);
+	c->first_len = (uint8_t)(c->first_len + take);
+	const char *method = NULL;
+	int http = first_is_http(c->first, c->first_len, &method);
+	if (c->first[0] == 0x16) {
+		c->first_len = CONN_FIRST_DONE;
+		proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
+		    "STOMP; connect to a tls:// listener, or without TLS.");
+		return -1;
+	}
+	if (http == 1) {
+		c->first_len = CONN_FIRST_DONE;
+		conn_answer_http(c, method);
+		return -1;
+	}
+	if (http == 0 || c->first_len == sizeof(c->first))
+		c->first_len = CONN_FIRST_DONE;
+	return 0;
+}
+
 static void
 conn_readable(void *arg)
 {
@@ -541,14 +617,9 @@ conn_readable(void *arg)
 	}
 	ssize_t n = transport_read(c->transport, space, avail);
 	if (n > 0) {
-		/* A TLS client on a plain listener: say so, rather than "bad frame". */
-		if (!c->any_input && space[0] == 0x16) {
-			c->any_input = true;
-			proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
-			    "STOMP; connect to a tls:// listener, or without TLS.");
+		if (__builtin_expect(c->first_len != CONN_FIRST_DONE, 0) &&
+		    conn_first_bytes(c, space, (size_t)n) != 0)
 			return;
-		}
-		c->any_input = true;
 		parser_commit(&c->parser, (size_t)n);
 		c->last_read_ms = conn_now_ms(c);
 		conn_process(c);

@@ -315,9 +315,14 @@ start_broker(struct broker *b, char *err, size_t errlen)
 		    cfg->max_connections, fit);
 	if (cfg->cluster[0] != '\0' && broker_start_cluster(b, err, errlen) != 0)
 		return -1;
-	if (server_listen(b, err, errlen) != 0)
+	if (server_listen(b, err, errlen) != 0 || open_admin(b, err, errlen) != 0)
 		return -1;
-	return open_admin(b, err, errlen);
+	/* An HTTP client on a STOMP listener is told where eftd speaks HTTP. */
+	if (server_set_http_answer(b, http_server_url(b->server->http)) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 static void
