@@ -353,7 +353,15 @@ log_stopped(const struct broker *b)
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
 	struct backend_stats bs;
 	bool journal = broker_backend_stats(b, &bs);
-	if (queued > 0 && journal)
+	/* The journal holds every queued persistent message (and nothing else):
+	 * the rest of what is queued is lost now. */
+	size_t lost = journal && bs.messages < queued ? queued - (size_t)bs.messages : 0;
+	if (lost > 0)
+		log_warn("discarding %zu queued message%s that %s not persistent (of %zu queued on "
+		    "%zu destination%s; the other %llu, persistent, stay in the journal)", lost,
+		    lost == 1 ? "" : "s", lost == 1 ? "is" : "are", queued, ndests,
+		    ndests == 1 ? "" : "s", (unsigned long long)bs.messages);
+	else if (queued > 0 && journal)
 		log_info("%zu message%s queued on %zu destination%s; %llu persistent in the journal",
 		    queued, queued == 1 ? "" : "s", ndests, ndests == 1 ? "" : "s",
 		    (unsigned long long)bs.messages);

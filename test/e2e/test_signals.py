@@ -245,5 +245,47 @@ class SigtermTest(unittest.TestCase):
         self.assertIn("again: stopping now", self.broker.read_log())
 
 
+class SigtermDataDirTest(harness.DataDirTest):
+    """With a data-dir, what the journal does not keep is lost at a stop as
+    it is without one: said at warn level too (issue 23)."""
+
+    def stop(self, b):
+        for c in self.clients:
+            c.close()
+        b.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(b.proc.wait(timeout=10 * SLOW), 0, b.read_log()[-3000:])
+        return log_lines(b)
+
+    def send(self, c, dest, n, persistent):
+        for i in range(n):
+            h = [("destination", dest), ("receipt", "%s-%d" % (dest, i))]
+            if persistent:
+                h.append(("persistent", "true"))
+            c.send_frame("SEND", h, "m%d" % i)
+            expect_receipt(c, "%s-%d" % (dest, i))
+
+    def test_non_persistent_messages_discarded_at_warn(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        self.send(c, "/queue/a", 3, True)
+        self.send(c, "/queue/a", 1, False)
+        self.send(c, "/queue/b", 1, False)
+        lines = self.stop(b)
+        warn = [l for l in lines if "discarding" in l]
+        self.assertEqual(len(warn), 1, lines[-10:])
+        self.assertIn(" warn: discarding 2 queued messages that are not persistent (of 5 queued "
+                      "on 2 destinations; the other 3, persistent, stay in the journal)", warn[0])
+        self.assertIn(" info: stopped: ", lines[-1])
+
+    def test_all_persistent_is_info(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        self.send(c, "/queue/a", 2, True)
+        lines = self.stop(b)
+        self.assertFalse([l for l in lines if "discarding" in l or " warn: " in l], lines[-10:])
+        self.assertTrue([l for l in lines if " info: 2 messages queued on 1 destination; 2 "
+                         "persistent in the journal" in l], lines[-10:])
+
+
 if __name__ == "__main__":
     unittest.main()
