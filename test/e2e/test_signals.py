@@ -105,7 +105,10 @@ class SighupTest(harness.BrokerTest):
         self.assertIn("closed 1 connection of removed users", line)
         f = bob.expect_error_and_close()
         self.assertEqual(f["message"], "user removed")
-        self.assertIn(" warn: ", [l for l in log_lines(self.broker) if "user removed" in l][0])
+        line = [l for l in log_lines(self.broker) if "user removed" in l][0]
+        self.assertIn(" warn: ", line)
+        self.assertIn(": closing: user removed from the users file [user bob]", line)
+        self.assertNotIn("protocol error", line)  # it is not one
         alice.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], "x")
         expect_receipt(alice, "r")
 
