@@ -263,9 +263,15 @@ conn_refuse(struct conn *c)
 	conn_close_after_flush(c);
 }
 
+static void conn_linger_shut(struct conn *c);
+
 void
 conn_shutdown(struct conn *c)
 {
+	if (c->state == CONN_LINGER && !c->linger_shut) {
+		conn_linger_shut(c); /* the stop waits for no quiet spell (conn_linger) */
+		return;
+	}
 	if (c->state == CONN_OPEN && c->session->version >= STOMP_1_1) {
 		c->broker->stats.frames_out[STAT_OUT_ERROR]++;
 		if (wire_error(&c->out, c->session->version, "server shutting down", NULL, 0, NULL,
@@ -300,7 +306,22 @@ conn_linger_deadline(struct conn *c)
 	c->close_deadline_ms = due < c->linger_end_ms ? due : c->linger_end_ms;
 }
 
-/* Everything is written: drop input until the peer closes (see the top). */
+/* The write side shut (FIN, or TLS close_notify): from now on the peer is
+ * only waited for to close. */
+static void
+conn_linger_shut(struct conn *c)
+{
+	transport_shutdown(c->transport);
+	c->linger_shut = true;
+	conn_linger_deadline(c);
+	c->timer_due = 0;
+	conn_schedule(c);
+}
+
+/* Everything is written: drop input until the peer closes (see the top).
+ * When eftd is stopping, the write side is shut at once: the quiet spell
+ * spares a client's send in flight, which fails at a stop anyway, and a
+ * client that closes at the end of stream lets eftd exit without a wait. */
 static void
 conn_linger(struct conn *c)
 {
@@ -310,10 +331,14 @@ conn_linger(struct conn *c)
 	c->linger_shut = false;
 	c->last_read_ms = conn_now_ms(c);
 	c->linger_end_ms = c->last_read_ms + c->broker->cfg->frame_timeout_ms;
+	transport_want(c->transport, true, false);
+	if (c->set->stopping) {
+		conn_linger_shut(c);
+		return;
+	}
 	conn_linger_deadline(c);
 	c->timer_due = 0;
 	conn_schedule(c);
-	transport_want(c->transport, true, false);
 }
 
 /* The lingering connection's deadline passed: shut the write side after
@@ -322,9 +347,7 @@ static int
 conn_linger_timeout(struct conn *c, uint64_t now)
 {
 	if (!c->linger_shut && now < c->linger_end_ms) {
-		transport_shutdown(c->transport);
-		c->linger_shut = true;
-		conn_linger_deadline(c);
+		conn_linger_shut(c);
 		return 0;
 	}
 	log_debug("%s: peer did not close in time after the end", c->peer);

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -235,6 +236,41 @@ class SigtermTest(unittest.TestCase):
         self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
         self.assertLess(time.time() - t0, 5 * SLOW)
         self.assertIn("stopped: ", log_lines(self.broker)[-1])
+
+    def test_busy_client_gets_the_end_at_once_and_eftd_exits(self):
+        """A client still sending (heart-beats every 50 ms here) when eftd stops
+        gets its ERROR and then the end of stream at once, and eftd exits when it
+        closes: a stop waits for no quiet spell (it used to shut the write side
+        only after 100 ms without input, so this client kept eftd until the end
+        of its 3 s grace period).  Said by the log, not by a clock."""
+        c = self.client("1.2")
+        done = threading.Event()
+
+        def beat():
+            deadline = time.time() + 10 * SLOW
+            while not done.is_set() and time.time() < deadline:
+                try:
+                    c.send(b"\n")
+                except OSError:
+                    return
+                done.wait(0.05)
+
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        self.addCleanup(beater.join, 10 * SLOW)
+        self.addCleanup(done.set)
+        time.sleep(0.2)
+        self.broker.proc.send_signal(signal.SIGTERM)
+        try:
+            self.assertEqual(c.expect_error_and_close(timeout=10 * SLOW)["message"],
+                             "server shutting down")
+        finally:
+            done.set()
+        self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
+        log = self.broker.read_log()
+        self.assertNotIn("shutdown grace period", log)
+        self.assertNotIn("did not", log)
+        self.assertIn(" info: stopped: ", log_lines(self.broker)[-1])
 
     def test_second_signal_stops_at_once(self):
         c = self.client("1.2")
