@@ -552,25 +552,9 @@ conn_process(struct conn *c)
 static const char *const http_methods[] = {
 	"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ",
 };
-
-/* 1: the first bytes are the start of an HTTP request (*method says which);
- * 0: they cannot be; -1: too few to say yet. */
-static int
-first_is_http(const char *b, size_t n, const char **method)
-{
-	bool maybe = false;
-	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++) {
-		size_t len = strlen(http_methods[i]);
-		if (memcmp(b, http_methods[i], n < len ? n : len) != 0)
-			continue;
-		if (n >= len) {
-			*method = http_methods[i];
-			return 1;
-		}
-		maybe = true;
-	}
-	return maybe ? -1 : 0;
-}
+#define HTTP_METHODS (sizeof(http_methods) / sizeof(http_methods[0]))
+#define HTTP_METHODS_ALL ((1u << HTTP_METHODS) - 1)
+_Static_assert(HTTP_METHODS <= 16, "a bit each in conn->first_not");
 
 /* Not STOMP but HTTP (a browser, curl, a health check): an answer such a
  * client can show, saying where eftd does speak HTTP; then the lingering
@@ -595,30 +579,33 @@ conn_answer_http(struct conn *c, const char *method)
 /* The connection's first bytes, before any is parsed: a TLS client or an
  * HTTP client on a plain STOMP listener is told so at once, rather than
  * waiting for connect-timeout-ms and then getting a STOMP ERROR it cannot
- * show.  Only the first few bytes of a connection are looked at.  Returns
- * -1 when c is answered and closing (the bytes are not STOMP). */
-static int
+ * show.  Each byte is matched against the methods it may still begin, so
+ * that a request line split over reads is known too; only the first few
+ * bytes of a connection are looked at.  Returns -1 when c is answered and
+ * closing (the bytes are not STOMP). */
+static __attribute__((noinline, cold)) int
 conn_first_bytes(struct conn *c, const char *data, size_t n)
 {
-	size_t take = sizeof(c->first) - c->first_len;
-	if (take > n)
-		take = n;
-	memcpy(c->first + c->first_len, data, take);
-	c->first_len = (uint8_t)(c->first_len + take);
-	const char *method = NULL;
-	int http = first_is_http(c->first, c->first_len, &method);
-	if (c->first[0] == 0x16) {
+	if (c->first_len == 0 && data[0] == 0x16) {
 		c->first_len = CONN_FIRST_DONE;
 		proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
 		    "STOMP; connect to a tls:// listener, or without TLS.");
 		return -1;
 	}
-	if (http == 1) {
-		c->first_len = CONN_FIRST_DONE;
-		conn_answer_http(c, method);
-		return -1;
+	for (size_t i = 0; i < n && c->first_not != HTTP_METHODS_ALL; i++, c->first_len++) {
+		for (unsigned m = 0; m < HTTP_METHODS; m++) {
+			if (c->first_not & (1u << m))
+				continue;
+			if (http_methods[m][c->first_len] != data[i]) {
+				c->first_not |= (uint16_t)(1u << m);
+			} else if (http_methods[m][c->first_len + 1] == '\0') {
+				c->first_len = CONN_FIRST_DONE;
+				conn_answer_http(c, http_methods[m]);
+				return -1;
+			}
+		}
 	}
-	if (http == 0 || c->first_len == sizeof(c->first))
+	if (c->first_not == HTTP_METHODS_ALL)
 		c->first_len = CONN_FIRST_DONE;
 	return 0;
 }

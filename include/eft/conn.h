@@ -80,9 +80,9 @@ struct conn {
 	uint64_t linger_end_ms;        /* LINGER: closed by then whatever the peer does */
 	bool linger_shut;              /* LINGER: our write side is shut */
 	bool refused;                  /* over max-connections: only gets its ERROR */
-	uint8_t first_len;             /* the first bytes read, kept while they may yet be ... */
-	char first[8];                 /* ... a TLS ClientHello or an HTTP request line;
-	                                  CONN_FIRST_DONE once they cannot */
+	uint8_t first_len;             /* bytes read while they may yet be a TLS ClientHello or
+	                                  an HTTP request line; CONN_FIRST_DONE once not */
+	uint16_t first_not;            /* the HTTP methods (conn.c) they are not, a bit each */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
 	uint64_t paused_gen;           /* dests.freed when paused (paused_on still valid?) */
