@@ -510,7 +510,7 @@ tls_check_files(const struct config *cfg, char *err, size_t errlen)
 	if (!key.key) {
 		snprintf(err, errlen, "%stls-key-file %s holds %s", at, cfg->tls_key_file,
 		    key.cert ? "a certificate, not a private key" :
-		    "no PEM private key (-----BEGIN PRIVATE KEY-----)");
+		    "no PEM private key");
 		return -1;
 	}
 	if (key.encrypted) {
