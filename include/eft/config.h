@@ -172,8 +172,8 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
  * tcp://bind:port.  A bind or port flag replaces the file's STOMP listeners
  * (its http:// ones stay); a listen flag, its bind and port.  Two listeners
  * on one address and port are an error naming both.  An http:// listener
- * must be on loopback unless a users-file says who may use it.  Each policy line's keys it does not give
- * are filled in from the global settings. */
+ * must be on loopback unless a users-file says who may use it.  Each policy
+ * line's keys it does not give are filled in from the global settings. */
 int config_check(struct config *cfg, char *err, size_t errlen);
 /* The policy of the destination name (len bytes, not NUL-terminated; any
  * name, broker-internal ones too): the values of the first policy line whose

@@ -31,7 +31,7 @@ int server_listen(struct broker *b, char *err, size_t errlen);
 /* The answer an HTTP request on a STOMP listener gets (conn.c): 400, and
  * where eftd speaks HTTP: its WebSocket listeners and admin_url (the admin
  * listener's URL, NULL if none), or how to add them.  After server_listen;
- * -1 if out of memory (the short answer of conn.c's is given then). */
+ * -1 if out of memory. */
 int server_set_http_answer(struct broker *b, const char *admin_url);
 /* Begin a clean stop: accept nothing more, tell every client and close every
  * connection; the loop ends when they are gone or after grace_ms. */
