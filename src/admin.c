@@ -556,9 +556,11 @@ api_close(struct broker *b, const char *seg, enum admin_format fmt, struct admin
 		reply_error(r, fmt, 404, "no connection %llu", id);
 		return;
 	}
-	log_info("admin: closing %s (connection %llu)", c->peer, id);
+	/* Not a protocol error: an operator's decision, logged as one line. */
+	log_info("admin: closing %s (connection %llu), as asked through the admin API", c->peer,
+	    id);
 	if (!conn_is_closing(c))
-		proto_error(c, NULL, "closed by an administrator",
+		proto_end(c, "closed by an administrator",
 		    "An administrator closed this connection (the admin API or eftctl).");
 	struct table t;
 	record_begin(&t, &r->body, fmt);

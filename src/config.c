@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -496,6 +497,8 @@ config_set(struct config *cfg, const char *key, const char *value, char *err, si
 		return -1;
 	}
 	cfg->origin[i] = CONFIG_FLAG;
+	if (i == CFG_LISTEN)
+		cfg->listen[cfg->nlisten - 1].origin = CONFIG_FLAG;
 	return 0;
 }
 
@@ -555,6 +558,8 @@ load_line(struct config *cfg, char *s, int lineno, char *reason, size_t reasonle
 	    reasonlen) != 0)
 		return -1;
 	cfg->origin[i] = lineno;
+	if (i == CFG_LISTEN)
+		cfg->listen[cfg->nlisten - 1].origin = lineno;
 	return 0;
 }
 
@@ -717,20 +722,122 @@ check_cluster(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-int
-config_check(struct config *cfg, char *err, size_t errlen)
+/* Would binding a and b clash (EADDRINUSE)?  The same port (not 0) on the
+ * same host, or on 0.0.0.0 and an IPv4 address. */
+static bool
+listen_clash(const struct config_listen *a, const struct config_listen *b)
 {
+	struct in_addr a4;
+	if (a->port == 0 || a->port != b->port)
+		return false;
+	if (strcasecmp(a->host, b->host) == 0)
+		return true;
+	return (strcmp(a->host, "0.0.0.0") == 0 && inet_pton(AF_INET, b->host, &a4) == 1) ||
+	    (strcmp(b->host, "0.0.0.0") == 0 && inet_pton(AF_INET, a->host, &a4) == 1);
+}
+
+/* "listen = URL (line 4)", "--listen URL", "tcp://HOST:PORT (--port)". */
+static void
+describe_listen(const struct config *cfg, const struct config_listen *l, char *out,
+    size_t outlen)
+{
+	enum config_key k = cfg->origin[CFG_PORT] != CONFIG_DEFAULT ? CFG_PORT : CFG_BIND;
+	if (l->origin > 0)
+		snprintf(out, outlen, "listen = %s (line %d)", l->url, l->origin);
+	else if (l->origin == CONFIG_FLAG)
+		snprintf(out, outlen, "--listen %s", l->url);
+	else if (cfg->origin[k] == CONFIG_FLAG)
+		snprintf(out, outlen, "%s (--%s)", l->url, keys[k].name);
+	else if (cfg->origin[k] > 0)
+		snprintf(out, outlen, "%s (%s, line %d)", l->url, keys[k].name, cfg->origin[k]);
+	else
+		snprintf(out, outlen, "%s (the default bind and port)", l->url);
+}
+
+/* Two listeners on one address and port: the second would fail with
+ * "Address already in use", which does not say that eftd itself holds it. */
+static int
+check_listen_clash(const struct config *cfg, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		for (size_t j = i + 1; j < cfg->nlisten; j++) {
+			const struct config_listen *a = &cfg->listen[i], *b = &cfg->listen[j];
+			if (!listen_clash(a, b))
+				continue;
+			bool file = a->origin > 0 || b->origin > 0;
+			if (strcmp(a->url, b->url) == 0 && a->origin != CONFIG_DEFAULT &&
+			    b->origin != CONFIG_DEFAULT) {
+				if (a->origin > 0 && b->origin > 0)
+					snprintf(err, errlen, "%s: listen = %s is given twice, on lines %d "
+					    "and %d: keep one", cfg->path, a->url, a->origin, b->origin);
+				else
+					snprintf(err, errlen, "--listen %s is given twice: keep one", a->url);
+				return -1;
+			}
+			char da[400], db[400];
+			describe_listen(cfg, a, da, sizeof(da));
+			describe_listen(cfg, b, db, sizeof(db));
+			snprintf(err, errlen, "%s%s%s and %s are on the same address and port: give "
+			    "each listener a port of its own", file ? cfg->path : "", file ? ": " : "",
+			    da, db);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* bind and port, the shorthand for one tcp:// listener, against listen.
+ * Flags override the file: a bind or port flag replaces the file's STOMP
+ * listeners (its admin listeners stay), a listen flag the file's bind and
+ * port.  Both in the file, or both as flags, are an error. */
+static int
+check_listen_shorthand(struct config *cfg, char *err, size_t errlen)
+{
+	bool short_flag = cfg->origin[CFG_BIND] == CONFIG_FLAG || cfg->origin[CFG_PORT] == CONFIG_FLAG;
+	bool short_file = cfg->origin[CFG_BIND] > 0 || cfg->origin[CFG_PORT] > 0;
+	const char *name = cfg->origin[CFG_PORT] == CONFIG_FLAG ? "port" :
+	    cfg->origin[CFG_BIND] == CONFIG_FLAG ? "bind" :
+	    cfg->origin[CFG_BIND] != CONFIG_DEFAULT ? "bind" : "port";
+	bool v6 = strchr(cfg->bind, ':') != NULL && cfg->bind[0] != '[';
 	size_t nstomp = 0;
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		nstomp += !config_listen_is_http(&cfg->listen[i]);
-	if (nstomp > 0 && (cfg->origin[CFG_BIND] != CONFIG_DEFAULT ||
-	    cfg->origin[CFG_PORT] != CONFIG_DEFAULT)) {
-		snprintf(err, errlen, "%s%s%s is the shorthand for one tcp:// listener: with listen, "
-		    "give every listener as a URL (e.g. listen = tcp://%s:%u)",
-		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "",
-		    cfg->origin[CFG_BIND] != CONFIG_DEFAULT ? "bind" : "port", cfg->bind, cfg->port);
+	if (nstomp == 0)
+		return 0;
+	if (cfg->origin[CFG_LISTEN] == CONFIG_FLAG) {
+		if (!short_flag)
+			return 0; /* --listen: the file's bind and port give way */
+		snprintf(err, errlen, "--%s is the shorthand for one tcp:// listener: with --listen, "
+		    "give every listener as a URL (e.g. --listen tcp://%s%s%s:%u)", name,
+		    v6 ? "[" : "", cfg->bind, v6 ? "]" : "", cfg->port);
 		return -1;
 	}
+	if (short_flag) {
+		size_t n = 0;
+		for (size_t i = 0; i < cfg->nlisten; i++)
+			if (config_listen_is_http(&cfg->listen[i]))
+				cfg->listen[n++] = cfg->listen[i];
+		cfg->nlisten = n;
+		return 0;
+	}
+	if (short_file) {
+		snprintf(err, errlen, "%s%s%s is the shorthand for one tcp:// listener: with listen, "
+		    "give every listener as a URL (e.g. listen = tcp://%s%s%s:%u)",
+		    cfg->path[0] ? cfg->path : "", cfg->path[0] ? ": " : "", name, v6 ? "[" : "",
+		    cfg->bind, v6 ? "]" : "", cfg->port);
+		return -1;
+	}
+	return 0;
+}
+
+int
+config_check(struct config *cfg, char *err, size_t errlen)
+{
+	if (check_listen_shorthand(cfg, err, errlen) != 0)
+		return -1;
+	size_t nstomp = 0;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		nstomp += !config_listen_is_http(&cfg->listen[i]);
 	if (nstomp == 0) {
 		/* The shorthand: one tcp listener (an admin listener alone serves no STOMP). */
 		if (cfg->nlisten == CONFIG_MAX_LISTENERS) {
@@ -748,6 +855,8 @@ config_check(struct config *cfg, char *err, size_t errlen)
 		}
 		cfg->listen[cfg->nlisten++] = l;
 	}
+	if (check_listen_clash(cfg, err, errlen) != 0)
+		return -1;
 	const char *tls = NULL;
 	for (size_t i = 0; i < cfg->nlisten; i++)
 		if (strcmp(cfg->listen[i].scheme, "tls") == 0 || strcmp(cfg->listen[i].scheme, "wss") == 0)

@@ -263,9 +263,15 @@ conn_refuse(struct conn *c)
 	conn_close_after_flush(c);
 }
 
+static void conn_linger_shut(struct conn *c);
+
 void
 conn_shutdown(struct conn *c)
 {
+	if (c->state == CONN_LINGER && !c->linger_shut) {
+		conn_linger_shut(c); /* the stop waits for no quiet spell (conn_linger) */
+		return;
+	}
 	if (c->state == CONN_OPEN && c->session->version >= STOMP_1_1) {
 		c->broker->stats.frames_out[STAT_OUT_ERROR]++;
 		if (wire_error(&c->out, c->session->version, "server shutting down", NULL, 0, NULL,
@@ -300,7 +306,22 @@ conn_linger_deadline(struct conn *c)
 	c->close_deadline_ms = due < c->linger_end_ms ? due : c->linger_end_ms;
 }
 
-/* Everything is written: drop input until the peer closes (see the top). */
+/* The write side shut (FIN, or TLS close_notify): from now on the peer is
+ * only waited for to close. */
+static void
+conn_linger_shut(struct conn *c)
+{
+	transport_shutdown(c->transport);
+	c->linger_shut = true;
+	conn_linger_deadline(c);
+	c->timer_due = 0;
+	conn_schedule(c);
+}
+
+/* Everything is written: drop input until the peer closes (see the top).
+ * When eftd is stopping, the write side is shut at once: the quiet spell
+ * spares a client's send in flight, which fails at a stop anyway, and a
+ * client that closes at the end of stream lets eftd exit without a wait. */
 static void
 conn_linger(struct conn *c)
 {
@@ -310,10 +331,14 @@ conn_linger(struct conn *c)
 	c->linger_shut = false;
 	c->last_read_ms = conn_now_ms(c);
 	c->linger_end_ms = c->last_read_ms + c->broker->cfg->frame_timeout_ms;
+	transport_want(c->transport, true, false);
+	if (c->set->stopping) {
+		conn_linger_shut(c);
+		return;
+	}
 	conn_linger_deadline(c);
 	c->timer_due = 0;
 	conn_schedule(c);
-	transport_want(c->transport, true, false);
 }
 
 /* The lingering connection's deadline passed: shut the write side after
@@ -322,9 +347,7 @@ static int
 conn_linger_timeout(struct conn *c, uint64_t now)
 {
 	if (!c->linger_shut && now < c->linger_end_ms) {
-		transport_shutdown(c->transport);
-		c->linger_shut = true;
-		conn_linger_deadline(c);
+		conn_linger_shut(c);
 		return 0;
 	}
 	log_debug("%s: peer did not close in time after the end", c->peer);
@@ -545,6 +568,69 @@ conn_process(struct conn *c)
 		conn_want_flush(c);
 }
 
+/* HTTP request lines eftd recognises on a STOMP listener, by their method
+ * and the space after it.  STOMP's own CONNECT is followed by an EOL. */
+static const char *const http_methods[] = {
+	"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ",
+};
+#define HTTP_METHODS (sizeof(http_methods) / sizeof(http_methods[0]))
+#define HTTP_METHODS_ALL ((1u << HTTP_METHODS) - 1)
+_Static_assert(HTTP_METHODS <= 16, "a bit each in conn->first_not");
+
+/* Not STOMP but HTTP (a browser, curl, a health check): an answer such a
+ * client can show, saying where eftd does speak HTTP; then the lingering
+ * close, which reads and drops the rest of the request. */
+static void
+conn_answer_http(struct conn *c, const char *method)
+{
+#define PLAIN_BODY "This port speaks STOMP, not HTTP (eftd, a STOMP broker).\n"
+	_Static_assert(sizeof(PLAIN_BODY) - 1 == 57, "Content-Length below");
+	static const char plain[] = "HTTP/1.1 400 Bad Request\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 57\r\n"
+	    "Connection: close\r\n\r\n" PLAIN_BODY;
+#undef PLAIN_BODY
+	const char *answer = c->set->http_answer ? c->set->http_answer : plain;
+	log_info("%s: not STOMP: an HTTP request (%.*s); answered 400 Bad Request, closing",
+	    c->peer, (int)strlen(method) - 1, method);
+	if (outbuf_add(&c->out, answer, strlen(answer)) != 0)
+		log_error("%s: out of memory answering HTTP", c->peer);
+	conn_close_after_flush(c);
+}
+
+/* The connection's first bytes, before any is parsed: a TLS client or an
+ * HTTP client on a plain STOMP listener is told so at once, rather than
+ * waiting for connect-timeout-ms and then getting a STOMP ERROR it cannot
+ * show.  Each byte is matched against the methods it may still begin, so
+ * that a request line split over reads is known too; only the first few
+ * bytes of a connection are looked at.  Returns -1 when c is answered and
+ * closing (the bytes are not STOMP). */
+static __attribute__((noinline, cold)) int
+conn_first_bytes(struct conn *c, const char *data, size_t n)
+{
+	if (c->first_len == 0 && data[0] == 0x16) {
+		c->first_len = CONN_FIRST_DONE;
+		proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
+		    "STOMP; connect to a tls:// listener, or without TLS.");
+		return -1;
+	}
+	for (size_t i = 0; i < n && c->first_not != HTTP_METHODS_ALL; i++, c->first_len++) {
+		for (unsigned m = 0; m < HTTP_METHODS; m++) {
+			if (c->first_not & (1u << m))
+				continue;
+			if (http_methods[m][c->first_len] != data[i]) {
+				c->first_not |= (uint16_t)(1u << m);
+			} else if (http_methods[m][c->first_len + 1] == '\0') {
+				c->first_len = CONN_FIRST_DONE;
+				conn_answer_http(c, http_methods[m]);
+				return -1;
+			}
+		}
+	}
+	if (c->first_not == HTTP_METHODS_ALL)
+		c->first_len = CONN_FIRST_DONE;
+	return 0;
+}
+
 static void
 conn_readable(void *arg)
 {
@@ -562,14 +648,9 @@ conn_readable(void *arg)
 	}
 	ssize_t n = transport_read(c->transport, space, avail);
 	if (n > 0) {
-		/* A TLS client on a plain listener: say so, rather than "bad frame". */
-		if (!c->any_input && space[0] == 0x16) {
-			c->any_input = true;
-			proto_error(c, NULL, "not STOMP: a TLS handshake", "This listener speaks plain "
-			    "STOMP; connect to a tls:// listener, or without TLS.");
+		if (__builtin_expect(c->first_len != CONN_FIRST_DONE, 0) &&
+		    conn_first_bytes(c, space, (size_t)n) != 0)
 			return;
-		}
-		c->any_input = true;
 		parser_commit(&c->parser, (size_t)n);
 		c->last_read_ms = conn_now_ms(c);
 		conn_process(c);

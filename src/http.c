@@ -38,6 +38,7 @@
 struct http_server {
 	struct broker *broker;
 	struct evhttp *evh;
+	char url[320];      /* the first listener, with the port bound: "" before */
 };
 
 static const char *
@@ -273,10 +274,21 @@ http_server_bind(struct http_server *h, const struct config_listen *where, char 
 		port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
 		    ((struct sockaddr_in *)&ss)->sin_port);
 	bool v6 = strchr(where->host, ':') != NULL;
-	log_info("admin listener on http://%s%s%s:%u: %s", v6 ? "[" : "", where->host, v6 ? "]" : "",
-	    port, h->broker->auth != NULL ? "admin users of the users file (HTTP Basic auth)" :
+	char url[sizeof(h->url)];
+	snprintf(url, sizeof(url), "http://%s%s%s:%u/", v6 ? "[" : "", where->host, v6 ? "]" : "",
+	    port);
+	if (h->url[0] == '\0')
+		memcpy(h->url, url, sizeof(url));
+	log_info("admin listener on %.*s: %s", (int)strlen(url) - 1, url,
+	    h->broker->auth != NULL ? "admin users of the users file (HTTP Basic auth)" :
 	    "no users-file, so anyone on this machine (loopback only)");
 	return 0;
+}
+
+const char *
+http_server_url(const struct http_server *h)
+{
+	return h != NULL && h->url[0] != '\0' ? h->url : NULL;
 }
 
 void

@@ -36,7 +36,9 @@ usage(FILE *out)
 	    "                         http://HOST:PORT is the admin listener (metrics, API,\n"
 	    "                         dashboard, eftctl)\n"
 	    "  -b, --bind ADDR        shorthand for one tcp listener's address (default 127.0.0.1)\n"
-	    "  -p, --port PORT        ... and its port (default 61613; 0 picks a free port)\n"
+	    "  -p, --port PORT        ... and its port (default 61613; 0 picks a free port);\n"
+	    "                         -b and -p replace the config file's STOMP listen lines\n"
+	    "                         (its http:// admin listener stays)\n"
 	    "  -c, --config FILE      read settings from FILE (key = value lines; see etc/eftd.conf)\n"
 	    "  -d, --data-dir DIR     keep persistent messages in a journal in DIR, so that\n"
 	    "                         they survive a restart or a crash (default: none,\n"
@@ -315,9 +317,14 @@ start_broker(struct broker *b, char *err, size_t errlen)
 		    cfg->max_connections, fit);
 	if (cfg->cluster[0] != '\0' && broker_start_cluster(b, err, errlen) != 0)
 		return -1;
-	if (server_listen(b, err, errlen) != 0)
+	if (server_listen(b, err, errlen) != 0 || open_admin(b, err, errlen) != 0)
 		return -1;
-	return open_admin(b, err, errlen);
+	/* An HTTP client on a STOMP listener is told where eftd speaks HTTP. */
+	if (server_set_http_answer(b, http_server_url(b->server->http)) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 static void
@@ -346,7 +353,15 @@ log_stopped(const struct broker *b)
 	size_t ndests, queued = dests_queued(&b->dests, &ndests);
 	struct backend_stats bs;
 	bool journal = broker_backend_stats(b, &bs);
-	if (queued > 0 && journal)
+	/* The journal holds every queued persistent message (and nothing else):
+	 * the rest of what is queued is lost now. */
+	size_t lost = journal && bs.messages < queued ? queued - (size_t)bs.messages : 0;
+	if (lost > 0)
+		log_warn("discarding %zu queued message%s that %s not persistent (of %zu queued on "
+		    "%zu destination%s; the other %llu, persistent, stay in the journal)", lost,
+		    lost == 1 ? "" : "s", lost == 1 ? "is" : "are", queued, ndests,
+		    ndests == 1 ? "" : "s", (unsigned long long)bs.messages);
+	else if (queued > 0 && journal)
 		log_info("%zu message%s queued on %zu destination%s; %llu persistent in the journal",
 		    queued, queued == 1 ? "" : "s", ndests, ndests == 1 ? "" : "s",
 		    (unsigned long long)bs.messages);

@@ -59,28 +59,43 @@ error_context(const struct conn *c, const struct frame *f, char *out, size_t out
 	    (cmd[0] || dest[0]) && user[0] ? ", " : "", user[0] ? "user " : "", user);
 }
 
-/* The ERROR, with one extra header line if extra is not NULL, logged at
- * `level` (warn for refusals that concern security). */
+/* The ERROR (with receipt-id if f asked for a receipt, and one extra
+ * header line if extra is not NULL), then the close once it is written. */
 static void
-send_error(struct conn *c, const struct frame *f, enum log_level level, const char *message,
-    const char *extra, const char *detail)
+write_error(struct conn *c, const struct frame *f, const char *message, const char *extra,
+    const char *detail)
 {
 	const struct header *r = f ? frame_get(f, HDR_RECEIPT) : NULL;
-	char context[320];
 	c->broker->stats.frames_out[STAT_OUT_ERROR]++;
 	if (wire_error(&c->out, c->session->version, message, r ? r->value : NULL,
 	    r ? r->value_len : 0, extra, detail) != 0)
 		log_error("%s: out of memory writing ERROR", c->peer);
+	conn_close_after_flush(c);
+}
+
+/* write_error, logged as a protocol error at `level` (warn for refusals
+ * that concern security). */
+static void
+send_error(struct conn *c, const struct frame *f, enum log_level level, const char *message,
+    const char *extra, const char *detail)
+{
+	char context[320];
 	error_context(c, f, context, sizeof(context));
 	log_msg(level, "%s: protocol error: %s%s%s%s", c->peer, message, context[0] ? " [" : "",
 	    context, context[0] ? "]" : "");
-	conn_close_after_flush(c);
+	write_error(c, f, message, extra, detail);
 }
 
 void
 proto_error(struct conn *c, const struct frame *f, const char *message, const char *detail)
 {
 	send_error(c, f, EFT_LOG_INFO, message, NULL, detail);
+}
+
+void
+proto_end(struct conn *c, const char *message, const char *detail)
+{
+	write_error(c, NULL, message, NULL, detail);
 }
 
 static enum result
@@ -955,7 +970,12 @@ proto_replace_users(struct broker *b, struct auth *users)
 			continue;
 		}
 		if (c->state == CONN_OPEN) {
-			refuse(c, NULL, "user removed", "User '%s' is no longer in the users file.", name);
+			char detail[200];
+			snprintf(detail, sizeof(detail), "User '%.*s' is no longer in the users file.",
+			    SHOWN_N(name, strlen(name), 120));
+			log_warn("%s: closing: user removed from the users file [user %s]", c->peer,
+			    name);
+			proto_end(c, "user removed", detail);
 			closed++;
 		}
 		c->session->user = NULL; /* closing: it handles no more frames */

@@ -4,6 +4,8 @@
  * paused by flow control and resumed, listeners, and a clean stop.  The
  * broker's own state (destinations, messages, the backend) is broker.c's;
  * a connection is conn.c's, accepting listener.c's. */
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +239,7 @@ server_free(struct broker *b)
 	if (b->server->stop_ev)
 		event_free(b->server->stop_ev);
 	tls_server_free(b->server->tls);
+	free(b->server->http_answer);
 	free(b->server);
 	free(b);
 }
@@ -260,5 +263,64 @@ server_listen(struct broker *b, char *err, size_t errlen)
 		*tail = l;
 		tail = &l->next;
 	}
+	return 0;
+}
+
+/* Append to buf[*len, cap) what fmt makes, as far as it fits. */
+static void
+append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	if (*len >= cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+int
+server_set_http_answer(struct broker *b, const char *admin_url)
+{
+	/* A browser or curl shows this body; a STOMP ERROR frame it would not. */
+	enum { BODY_MAX = 4096 };
+	char body[BODY_MAX];
+	size_t len = 0;
+	bool ws = false;
+	append(body, sizeof(body), &len, "This port speaks STOMP, not HTTP (eftd, a STOMP broker).\n");
+	for (const struct listener *l = b->server->listeners; l != NULL; l = l->next) {
+		if (!l->ws)
+			continue;
+		bool v6 = strchr(l->where.host, ':') != NULL;
+		append(body, sizeof(body), &len, "STOMP over WebSocket: %s://%s%s%s:%u%s\n",
+		    l->where.scheme, v6 ? "[" : "", l->where.host, v6 ? "]" : "", l->port,
+		    l->where.path);
+		ws = true;
+	}
+	if (!ws)
+		append(body, sizeof(body), &len, "eftd has no WebSocket listener; for STOMP over "
+		    "WebSocket, add one: listen = ws://HOST:PORT/ws\n");
+	if (admin_url != NULL)
+		append(body, sizeof(body), &len, "Dashboard, metrics and admin API: %s\n", admin_url);
+	else
+		append(body, sizeof(body), &len, "eftd has no admin listener; for the dashboard, "
+		    "metrics and admin API, add one: listen = http://127.0.0.1:PORT\n");
+	char head[160];
+	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 400 Bad Request\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n", len);
+	char *answer = malloc((size_t)hlen + len + 1);
+	if (answer == NULL)
+		return -1;
+	memcpy(answer, head, (size_t)hlen);
+	memcpy(answer + hlen, body, len + 1);
+	free(b->server->http_answer);
+	b->server->http_answer = answer;
+	b->set->http_answer = answer;
 	return 0;
 }

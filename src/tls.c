@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -417,6 +419,133 @@ fail:
 
 /* ---- the server context ---- */
 
+/* What a PEM file holds. */
+struct pem_kinds {
+	bool cert;      /* a certificate */
+	bool key;       /* a private key ... */
+	bool encrypted; /* ... with a passphrase */
+};
+
+/* Read path's PEM blocks into *k; -1 with errno set if it cannot be read. */
+static int
+pem_kinds(const char *path, struct pem_kinds *k)
+{
+	*k = (struct pem_kinds){ 0 };
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		errno = EISDIR;
+		return -1;
+	}
+	char *name = NULL, *header = NULL;
+	unsigned char *data = NULL;
+	long len;
+	while (PEM_read(f, &name, &header, &data, &len) == 1) {
+		if (strstr(name, "CERTIFICATE") != NULL && strstr(name, "REQUEST") == NULL)
+			k->cert = true;
+		if (strstr(name, "PRIVATE KEY") != NULL) {
+			k->key = true;
+			k->encrypted |= strncmp(name, "ENCRYPTED", 9) == 0 ||
+			    strstr(header, "ENCRYPTED") != NULL;
+		}
+		OPENSSL_free(name);
+		OPENSSL_free(header);
+		OPENSSL_free(data);
+	}
+	ERR_clear_error(); /* the end of the file reads as "no start line" */
+	int failed = ferror(f);
+	fclose(f);
+	if (failed) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* "eftd.conf:7: " when the setting k is from the config file, else "". */
+static void
+setting_origin(const struct config *cfg, enum config_key k, char *out, size_t outlen)
+{
+	if (cfg->origin[k] > 0 && cfg->path[0] != '\0')
+		snprintf(out, outlen, "%s:%d: ", cfg->path, cfg->origin[k]);
+	else
+		out[0] = '\0';
+}
+
+/* The certificate, key and CA files, looked at before OpenSSL is given
+ * them: its reasons ("system lib", "PEM lib") name neither the file nor
+ * what is wrong with it. */
+static int
+tls_check_files(const struct config *cfg, char *err, size_t errlen)
+{
+	char at[PATH_MAX + 32];
+	struct pem_kinds cert, key, ca;
+	setting_origin(cfg, CFG_TLS_CERT_FILE, at, sizeof(at));
+	if (pem_kinds(cfg->tls_cert_file, &cert) != 0) {
+		snprintf(err, errlen, "%stls-cert-file %s: %s", at, cfg->tls_cert_file, strerror(errno));
+		return -1;
+	}
+	setting_origin(cfg, CFG_TLS_KEY_FILE, at, sizeof(at));
+	if (pem_kinds(cfg->tls_key_file, &key) != 0) {
+		snprintf(err, errlen, "%stls-key-file %s: %s", at, cfg->tls_key_file, strerror(errno));
+		return -1;
+	}
+	if (!cert.cert && cert.key && key.cert && !key.key) {
+		snprintf(err, errlen, "%s%stls-cert-file %s holds a private key and tls-key-file %s a "
+		    "certificate: the two are swapped", cfg->path, cfg->path[0] ? ": " : "",
+		    cfg->tls_cert_file, cfg->tls_key_file);
+		return -1;
+	}
+	setting_origin(cfg, CFG_TLS_CERT_FILE, at, sizeof(at));
+	if (!cert.cert) {
+		snprintf(err, errlen, "%stls-cert-file %s holds %s", at, cfg->tls_cert_file,
+		    cert.key ? "a private key, not a certificate" :
+		    "no PEM certificate (-----BEGIN CERTIFICATE-----)");
+		return -1;
+	}
+	setting_origin(cfg, CFG_TLS_KEY_FILE, at, sizeof(at));
+	if (!key.key) {
+		snprintf(err, errlen, "%stls-key-file %s holds %s", at, cfg->tls_key_file,
+		    key.cert ? "a certificate, not a private key" :
+		    "no PEM private key");
+		return -1;
+	}
+	if (key.encrypted) {
+		snprintf(err, errlen, "%stls-key-file %s is encrypted: eftd reads no passphrase; "
+		    "give it the key unencrypted (openssl pkey -in KEY -out KEY.plain), readable "
+		    "only by eftd's user", at, cfg->tls_key_file);
+		return -1;
+	}
+	if (cfg->tls_ca_file[0] == '\0')
+		return 0;
+	setting_origin(cfg, CFG_TLS_CA_FILE, at, sizeof(at));
+	if (pem_kinds(cfg->tls_ca_file, &ca) != 0) {
+		snprintf(err, errlen, "%stls-ca-file %s: %s", at, cfg->tls_ca_file, strerror(errno));
+		return -1;
+	}
+	if (!ca.cert) {
+		snprintf(err, errlen, "%stls-ca-file %s holds no PEM certificate "
+		    "(-----BEGIN CERTIFICATE-----)", at, cfg->tls_ca_file);
+		return -1;
+	}
+	return 0;
+}
+
+/* A key with a passphrase is refused (tls_check_files), never asked for
+ * on a terminal eftd may not have. */
+static int
+no_passphrase(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)arg;
+	return -1;
+}
+
 static int
 tls_ctx_error(char *err, size_t errlen, const char *what, const char *file)
 {
@@ -452,6 +581,9 @@ tls_ctx_setup(SSL_CTX *ctx, const struct config *cfg, char *err, size_t errlen)
 	 * half the read calls (bytes left in OpenSSL: see tls_read). */
 	SSL_CTX_set_read_ahead(ctx, 1);
 	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_BUFFER);
+	if (tls_check_files(cfg, err, errlen) != 0)
+		return -1;
+	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
 	errno = 0;
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1)
 		return tls_ctx_error(err, errlen, "tls-cert-file: cannot use", cfg->tls_cert_file);
@@ -465,9 +597,13 @@ tls_ctx_setup(SSL_CTX *ctx, const struct config *cfg, char *err, size_t errlen)
 		}
 		return tls_ctx_error(err, errlen, "tls-key-file: cannot use", cfg->tls_key_file);
 	}
-	if (SSL_CTX_check_private_key(ctx) != 1)
-		return tls_ctx_error(err, errlen, "tls-key-file: does not match tls-cert-file",
-		    cfg->tls_key_file);
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		/* (A key of another type than the certificate's lands here.) */
+		ERR_clear_error();
+		snprintf(err, errlen, "tls-key-file: %s does not match tls-cert-file %s",
+		    cfg->tls_key_file, cfg->tls_cert_file);
+		return -1;
+	}
 	/* Resumed sessions must carry the same verification as new ones. */
 	static const unsigned char sid[] = "eftd";
 	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);

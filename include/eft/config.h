@@ -89,6 +89,8 @@ struct config_listen {
 	uint16_t port;             /* 0: the system picks one */
 	char path[256];            /* ws, wss: the request path (default /ws); else "" */
 	char url[300];             /* as written */
+	int origin;                /* the file's line, CONFIG_FLAG, or CONFIG_DEFAULT for
+	                              the tcp://bind:port shorthand */
 };
 
 /* Where a setting's value came from. */
@@ -169,9 +171,11 @@ int config_load(struct config *cfg, const char *path, char *err, size_t errlen);
  * error naming both (-1, reason in err).  Defaults that depend on another
  * setting (max-body-size, max-header-line, output-high-water) follow it.
  * With no STOMP `listen` (none, or only http://), the one STOMP listener is
- * tcp://bind:port.  An http:// listener must be on loopback unless a
- * users-file says who may use it.  Each policy line's keys it does not give
- * are filled in from the global settings. */
+ * tcp://bind:port.  A bind or port flag replaces the file's STOMP listeners
+ * (its http:// ones stay); a listen flag, its bind and port.  Two listeners
+ * on one address and port are an error naming both.  An http:// listener
+ * must be on loopback unless a users-file says who may use it.  Each policy
+ * line's keys it does not give are filled in from the global settings. */
 int config_check(struct config *cfg, char *err, size_t errlen);
 /* The policy of the destination name (len bytes, not NUL-terminated; any
  * name, broker-internal ones too): the values of the first policy line whose

@@ -38,7 +38,12 @@ struct conn_set {
 	struct conn *paused;                 /* producers not being read, linked by paused_next */
 	struct event *paused_ev;             /* looks at them every PAUSE_CHECK_MS */
 	bool stopping;                       /* shutting down: the loop ends when conns do */
+	const char *http_answer;             /* what an HTTP request on a STOMP listener gets
+	                                        (a whole response, the server's); NULL: a
+	                                        short one of conn.c's */
 };
+
+#define CONN_FIRST_DONE UINT8_MAX
 
 struct conn {
 	struct broker *broker;
@@ -75,7 +80,9 @@ struct conn {
 	uint64_t linger_end_ms;        /* LINGER: closed by then whatever the peer does */
 	bool linger_shut;              /* LINGER: our write side is shut */
 	bool refused;                  /* over max-connections: only gets its ERROR */
-	bool any_input;                /* a byte has been read */
+	uint8_t first_len;             /* bytes read while they may yet be a TLS ClientHello or
+	                                  an HTTP request line; CONN_FIRST_DONE once not */
+	uint16_t first_not;            /* the HTTP methods (conn.c) they are not, a bit each */
 	bool paused;                   /* not read from: a queue it sends to is full, or memory is */
 	struct dest *paused_on;        /* the full queue, or NULL for the memory limit */
 	uint64_t paused_gen;           /* dests.freed when paused (paused_on still valid?) */

@@ -16,6 +16,9 @@ struct http_server *http_server_new(struct broker *b);
 /* Listen on where too; -1 with a one-line reason in err. */
 int http_server_bind(struct http_server *h, const struct config_listen *where, char *err,
     size_t errlen);
+/* The first admin listener's URL, with the port bound ("http://HOST:PORT/"),
+ * or NULL if there is none (h may be NULL). */
+const char *http_server_url(const struct http_server *h);
 /* Stop listening and free (requests being answered are dropped). */
 void http_server_free(struct http_server *h);
 

@@ -17,6 +17,7 @@ struct server {
 	size_t max_conns;                    /* more are refused */
 	uint64_t refused;                    /* connections refused since the limit was hit */
 	struct event *stop_ev;               /* ends the loop if they take too long */
+	char *http_answer;                   /* set.http_answer (server_set_http_answer) */
 };
 
 /* A broker with its server parts; NULL if out of memory. */
@@ -27,6 +28,11 @@ void server_free(struct broker *b);
  * is tls://); the admin listeners (http://) are http.c's.  -1 with a
  * one-line reason in err. */
 int server_listen(struct broker *b, char *err, size_t errlen);
+/* The answer an HTTP request on a STOMP listener gets (conn.c): 400, and
+ * where eftd speaks HTTP: its WebSocket listeners and admin_url (the admin
+ * listener's URL, NULL if none), or how to add them.  After server_listen;
+ * -1 if out of memory. */
+int server_set_http_answer(struct broker *b, const char *admin_url);
 /* Begin a clean stop: accept nothing more, tell every client and close every
  * connection; the loop ends when they are gone or after grace_ms. */
 void server_shutdown(struct broker *b, unsigned grace_ms);

@@ -393,7 +393,14 @@ class Api(Admin):
         self.assertEqual((status, json.loads(body)), (200, {"closed": ids[0]}))
         err = c.expect("ERROR")
         self.assertEqual(err["message"], "closed by an administrator")
+        port = c.sock.getsockname()[1]
         c.expect_closed()
+        # Logged once, as what it is: an operator's close, not a protocol error.
+        lines = [l for l in self.broker.read_log().splitlines() if "127.0.0.1:%d" % port in l]
+        self.assertEqual([l for l in lines if "protocol error" in l], [])
+        self.assertEqual(len([l for l in lines if " info: admin: closing %s 127.0.0.1:%d "
+                              "(connection %d), as asked through the admin API"
+                              % (harness.TRANSPORT, port, ids[0]) in l]), 1, lines)
         wait_for(lambda: [x["id"] for x in get_json(self.admin, "/api/connections")] == ids[1:],
                  5, "the connection to be gone")
         other.send_frame("SEND", [("destination", "/queue/q"), ("receipt", "r")], "still here")

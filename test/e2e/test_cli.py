@@ -143,6 +143,46 @@ class CliTest(BrokerTest):
         line = self.assert_one_line_failure(run_eftd("-c", path), "%s:5" % path)
         self.assertIn("'max-headers' is given twice, on lines 2 and 5", line)
 
+    def test_port_flag_replaces_the_files_stomp_listeners(self):
+        """README: flags override the config.  -p/-b replace the file's STOMP
+        listeners (as -L replaces its listeners); its admin listener stays."""
+        stomp_port, admin_port = harness.free_port(), harness.free_port()
+        # (the ws line shares the tcp line's port: eftd would refuse it if it were kept)
+        b = Broker(config="listen = tcp://127.0.0.1:%d\nlisten = ws://127.0.0.1:%d/ws\n"
+                   "listen = http://127.0.0.1:%d\n" % (stomp_port, stomp_port, admin_port))
+        with b:
+            c = RawClient(b.port)  # -b 127.0.0.1 -p PORT, from the harness
+            c.connect()
+            c.close()
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", stomp_port), 2).close()
+            with socket.create_connection(("127.0.0.1", admin_port), 2 * SLOW) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Connection: close\r\n\r\n")
+                s.settimeout(5 * SLOW)
+                self.assertTrue(s.recv(100).startswith(b"HTTP/1.1 200"))
+            self.assertIn("listening on tcp://127.0.0.1:%d" % b.port, b.read_log())
+            self.assertNotIn("listening on ws://", b.read_log())
+
+    def test_port_and_listen_flags_together_name_the_flags(self):
+        line = self.assert_one_line_failure(run_eftd("-p", "0", "-L", "tcp://127.0.0.1:0"),
+                                            "--port", "--listen")
+        self.assertNotIn(".conf", line)
+
+    def test_listen_line_twice_names_both_lines(self):
+        port = harness.free_port()
+        path = self.write_config("listen = tcp://127.0.0.1:%d\n# again\n"
+                                 "listen = tcp://127.0.0.1:%d\n" % (port, port))
+        line = self.assert_one_line_failure(run_eftd("-c", path))
+        self.assertEqual(line, "eftd: %s: listen = tcp://127.0.0.1:%d is given twice, on lines "
+                         "1 and 3: keep one" % (path, port))
+        path = self.write_config("listen = tcp://127.0.0.1:%d\n"
+                                 "listen = http://127.0.0.1:%d\n" % (port, port))
+        line = self.assert_one_line_failure(run_eftd("-c", path))
+        self.assertIn("listen = tcp://127.0.0.1:%d (line 1) and listen = http://127.0.0.1:%d "
+                      "(line 2) are on the same address and port" % (port, port), line)
+        self.assertNotIn("in use", line)
+
     def test_contradicting_limits_name_both(self):
         cases = (
             ("max-frame-size = 1m\nmax-body-size = 2m\n",

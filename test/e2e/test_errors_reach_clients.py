@@ -270,5 +270,116 @@ class LingeringCloseTest(BrokerTest):
         self.assertEqual(other.expect("MESSAGE").body, b"fine")
 
 
+def read_to_end(sock, timeout):
+    """Everything the server sends until it closes (bounded by timeout)."""
+    data, deadline = b"", time.time() + timeout
+    while time.time() < deadline:
+        sock.settimeout(max(0.01, deadline - time.time()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        except (ConnectionResetError, ssl.SSLError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# Well past what the tests wait for an answer: a refusal that waited for it
+# (as HTTP requests did, then getting a STOMP ERROR) fails them.
+HTTP_CONNECT_TIMEOUT = "connect-timeout-ms = 20000\n"
+
+
+class HttpOnStompPortTest(BrokerTest):
+    """An HTTP client on a STOMP listener (issue 23): it gets, at once, an
+    HTTP 400 it can show, saying where eftd speaks HTTP, as a TLS client
+    on a plain listener gets its ERROR at once."""
+    config = HTTP_CONNECT_TIMEOUT
+    listen = [(harness.TRANSPORT, "127.0.0.1"), ("ws", "127.0.0.1"), ("http", "127.0.0.1")]
+
+    def ask(self, *pieces):
+        """Send the pieces (a moment apart); the whole answer, and whether it
+        came before connect-timeout-ms could have passed."""
+        with harness.open_socket(self.broker.port) as s:
+            t0 = time.time()
+            for i, piece in enumerate(pieces):
+                if i:
+                    time.sleep(0.1)
+                s.sendall(piece)
+            return read_to_end(s, 5 * SLOW), time.time() - t0
+
+    def check_400(self, answer, elapsed):
+        self.assertLess(elapsed, 5 * SLOW, "the HTTP client waited for the connect timeout")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:300])
+        self.assertIn(b"\r\nContent-Length: %d\r\n" % len(body), head + b"\r\n")
+        self.assertIn(b"Connection: close", head)
+        return body.decode()
+
+    def test_get_gets_400_naming_the_websocket_and_admin_listeners(self):
+        answer, elapsed = self.ask(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        body = self.check_400(answer, elapsed)
+        self.assertIn("This port speaks STOMP, not HTTP", body)
+        self.assertIn("STOMP over WebSocket: %s" % self.broker.url(1), body)
+        self.assertIn("admin API: http://127.0.0.1:%d/" % self.broker.ports[2], body)
+        harness.wait_for(lambda: "not STOMP: an HTTP request (GET); answered 400"
+                         in self.broker.read_log(), 5, "the log line")
+
+    def test_a_real_http_client_shows_the_answer(self):
+        import http.client
+        if harness.TRANSPORT == "tls":
+            conn = http.client.HTTPSConnection("127.0.0.1", self.broker.port, timeout=5 * SLOW,
+                                               context=harness.certs().context())
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.broker.port, timeout=5 * SLOW)
+        self.addCleanup(conn.close)
+        conn.request("POST", "/queue/x", body=b"hello")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"speaks STOMP", r.read())
+
+    def test_each_method_and_a_request_line_in_pieces(self):
+        for method in ("GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "PATCH", "TRACE"):
+            with self.subTest(method=method):
+                answer, elapsed = self.ask(b"%s /x HTTP/1.1\r\n\r\n" % method.encode())
+                self.check_400(answer, elapsed)
+        # one byte at a time, up to the space that says HTTP
+        answer, elapsed = self.ask(b"O", b"PT", b"IONS", b" * HTTP/1.1\r\n\r\n")
+        self.check_400(answer, elapsed)
+
+    def test_http_connect_refused_stomp_connect_served(self):
+        answer, elapsed = self.ask(b"CONNECT 127.0.0.1:61613 HTTP/1.1\r\n\r\n")
+        self.check_400(answer, elapsed)
+        # STOMP's CONNECT: the command, then an EOL (LF or CRLF), whole or in pieces
+        for pieces in ([b"CONNECT\naccept-version:1.2\nhost:/\n\n\0"],
+                       [b"CONNECT\r\naccept-version:1.2\r\nhost:/\r\n\r\n\0"],
+                       [b"CONNE", b"CT", b"\naccept-version:1.2\nhost:/\n\n\0"],
+                       [b"STOMP\naccept-version:1.2\nhost:/\n\n\0"]):
+            with self.subTest(pieces=pieces):
+                c = self.client(connect=None)
+                for i, piece in enumerate(pieces):
+                    if i:
+                        time.sleep(0.1)
+                    c.send(piece)
+                self.assertEqual(c.read_frame().command, "CONNECTED")
+
+
+class HttpOnStompPortAloneTest(BrokerTest):
+    """Without a WebSocket or admin listener, the answer says how to add one."""
+    config = HTTP_CONNECT_TIMEOUT
+
+    def test_answer_says_how_to_add_the_listeners(self):
+        with harness.open_socket(self.broker.port) as s:
+            t0 = time.time()
+            s.sendall(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n\r\n")
+            answer = read_to_end(s, 5 * SLOW)
+        self.assertLess(time.time() - t0, 5 * SLOW)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:300])
+        self.assertIn(b"add one: listen = ws://HOST:PORT/ws", answer)
+        self.assertIn(b"add one: listen = http://127.0.0.1:PORT", answer)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -105,7 +106,10 @@ class SighupTest(harness.BrokerTest):
         self.assertIn("closed 1 connection of removed users", line)
         f = bob.expect_error_and_close()
         self.assertEqual(f["message"], "user removed")
-        self.assertIn(" warn: ", [l for l in log_lines(self.broker) if "user removed" in l][0])
+        line = [l for l in log_lines(self.broker) if "user removed" in l][0]
+        self.assertIn(" warn: ", line)
+        self.assertIn(": closing: user removed from the users file [user bob]", line)
+        self.assertNotIn("protocol error", line)  # it is not one
         alice.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], "x")
         expect_receipt(alice, "r")
 
@@ -233,6 +237,41 @@ class SigtermTest(unittest.TestCase):
         self.assertLess(time.time() - t0, 5 * SLOW)
         self.assertIn("stopped: ", log_lines(self.broker)[-1])
 
+    def test_busy_client_gets_the_end_at_once_and_eftd_exits(self):
+        """A client still sending (heart-beats every 50 ms here) when eftd stops
+        gets its ERROR and then the end of stream at once, and eftd exits when it
+        closes: a stop waits for no quiet spell (it used to shut the write side
+        only after 100 ms without input, so this client kept eftd until the end
+        of its 3 s grace period).  Said by the log, not by a clock."""
+        c = self.client("1.2")
+        done = threading.Event()
+
+        def beat():
+            deadline = time.time() + 10 * SLOW
+            while not done.is_set() and time.time() < deadline:
+                try:
+                    c.send(b"\n")
+                except OSError:
+                    return
+                done.wait(0.05)
+
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        self.addCleanup(beater.join, 10 * SLOW)
+        self.addCleanup(done.set)
+        time.sleep(0.2)
+        self.broker.proc.send_signal(signal.SIGTERM)
+        try:
+            self.assertEqual(c.expect_error_and_close(timeout=10 * SLOW)["message"],
+                             "server shutting down")
+        finally:
+            done.set()
+        self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
+        log = self.broker.read_log()
+        self.assertNotIn("shutdown grace period", log)
+        self.assertNotIn("did not", log)
+        self.assertIn(" info: stopped: ", log_lines(self.broker)[-1])
+
     def test_second_signal_stops_at_once(self):
         c = self.client("1.2")
         self.broker.proc.send_signal(signal.SIGTERM)
@@ -243,6 +282,48 @@ class SigtermTest(unittest.TestCase):
         self.assertEqual(self.broker.proc.wait(timeout=10 * SLOW), 0)
         self.assertLess(time.time() - t0, 1 * SLOW)
         self.assertIn("again: stopping now", self.broker.read_log())
+
+
+class SigtermDataDirTest(harness.DataDirTest):
+    """With a data-dir, what the journal does not keep is lost at a stop as
+    it is without one: said at warn level too (issue 23)."""
+
+    def stop(self, b):
+        for c in self.clients:
+            c.close()
+        b.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(b.proc.wait(timeout=10 * SLOW), 0, b.read_log()[-3000:])
+        return log_lines(b)
+
+    def send(self, c, dest, n, persistent):
+        for i in range(n):
+            h = [("destination", dest), ("receipt", "%s-%d" % (dest, i))]
+            if persistent:
+                h.append(("persistent", "true"))
+            c.send_frame("SEND", h, "m%d" % i)
+            expect_receipt(c, "%s-%d" % (dest, i))
+
+    def test_non_persistent_messages_discarded_at_warn(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        self.send(c, "/queue/a", 3, True)
+        self.send(c, "/queue/a", 1, False)
+        self.send(c, "/queue/b", 1, False)
+        lines = self.stop(b)
+        warn = [l for l in lines if "discarding" in l]
+        self.assertEqual(len(warn), 1, lines[-10:])
+        self.assertIn(" warn: discarding 2 queued messages that are not persistent (of 5 queued "
+                      "on 2 destinations; the other 3, persistent, stay in the journal)", warn[0])
+        self.assertIn(" info: stopped: ", lines[-1])
+
+    def test_all_persistent_is_info(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        self.send(c, "/queue/a", 2, True)
+        lines = self.stop(b)
+        self.assertFalse([l for l in lines if "discarding" in l or " warn: " in l], lines[-10:])
+        self.assertTrue([l for l in lines if " info: 2 messages queued on 1 destination; 2 "
+                         "persistent in the journal" in l], lines[-10:])
 
 
 if __name__ == "__main__":

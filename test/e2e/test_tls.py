@@ -353,20 +353,60 @@ class TlsStartupTest(unittest.TestCase):
         self.assertIn("tls-key-file", line)
 
     def test_unreadable_certificate_or_key(self):
+        """The OS's reason and the setting that names the file, with its line
+        (it was OpenSSL's "system lib")."""
         missing = os.path.join(self.dir, "missing.pem")
+        conf = os.path.join(self.dir, "eftd.conf")
         c = certs()
         line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
                              % (missing, c.server_key))
-        self.assertIn(missing, line)
+        self.assertEqual(line, "eftd: %s:2: tls-cert-file %s: No such file or directory"
+                         % (conf, missing))
         line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
                              % (c.server, missing))
-        self.assertIn(missing, line)
+        self.assertEqual(line, "eftd: %s:3: tls-key-file %s: No such file or directory"
+                         % (conf, missing))
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             "tls-ca-file = %s\n" % (c.server, c.server_key, self.dir))
+        self.assertEqual(line, "eftd: %s:4: tls-ca-file %s: Is a directory" % (conf, self.dir))
+
+    def test_swapped_or_wrong_kind_of_file(self):
+        """Each says what the file holds (it was OpenSSL's "PEM lib")."""
+        c = certs()
+        conf = os.path.join(self.dir, "eftd.conf")
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             % (c.server_key, c.server))
+        self.assertEqual(line, "eftd: %s: tls-cert-file %s holds a private key and tls-key-file "
+                         "%s a certificate: the two are swapped" % (conf, c.server_key, c.server))
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             % (c.server, c.server))
+        self.assertIn("tls-key-file %s holds a certificate, not a private key" % c.server, line)
+        junk = os.path.join(self.dir, "junk.pem")
+        with open(junk, "w") as f:
+            f.write("not PEM\n")
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             % (junk, c.server_key))
+        self.assertIn("tls-cert-file %s holds no PEM certificate" % junk, line)
+        encrypted = os.path.join(self.dir, "encrypted.key")
+        harness.Certs._run("pkey", "-in", c.server_key, "-aes256", "-passout", "pass:secret", "-out",
+                   encrypted)
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             % (c.server, encrypted))
+        self.assertIn("tls-key-file %s is encrypted" % encrypted, line)
 
     def test_key_that_does_not_match(self):
         c = certs()
         line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
                              % (c.server, c.client_key))
-        self.assertIn("does not match", line)
+        self.assertEqual(line, "eftd: tls-key-file: %s does not match tls-cert-file %s"
+                         % (c.client_key, c.server))
+        # a key of another type (RSA for an EC certificate): the same words
+        rsa = os.path.join(self.dir, "rsa.key")
+        harness.Certs._run("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", rsa)
+        line = self.run_eftd("listen = tls://127.0.0.1:0\ntls-cert-file = %s\ntls-key-file = %s\n"
+                             % (c.server, rsa))
+        self.assertEqual(line, "eftd: tls-key-file: %s does not match tls-cert-file %s"
+                         % (rsa, c.server))
 
     def test_verify_client_needs_a_ca(self):
         c = certs()

@@ -325,6 +325,52 @@ test_bad_input_errors(void **state)
 	free(out);
 }
 
+/* The client sends bytes, no NUL. */
+static void
+send_raw(struct conn *c, const char *bytes)
+{
+	transport_mem_feed(c->transport, bytes, strlen(bytes));
+}
+
+/* An HTTP request line, whole or in pieces, is answered in HTTP at once;
+ * STOMP's CONNECT (an EOL after it), whole or in pieces, is not. */
+static void
+test_http_on_a_stomp_port(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const requests[][3] = {
+		{ "GET / HTTP/1.1\r\n\r\n", NULL, NULL },
+		{ "G", "ET", " /x HTTP/1.1\r\n" },
+		{ "OPTIONS", " * HTTP/1.1\r\n", NULL },
+		{ "CONNECT 127.0.0.1:61613 HTTP/1.1\r\n", NULL, NULL },
+	};
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		struct conn *c = connection(fx);
+		for (size_t j = 0; j < 3 && requests[i][j] != NULL; j++)
+			send_raw(c, requests[i][j]);
+		char *out = output(c);
+		assert_prefix(out, "HTTP/1.1 400 Bad Request\r\n");
+		assert_non_null(strstr(out, "\r\n\r\nThis port speaks STOMP, not HTTP"));
+		free(out);
+		assert_int_equal(c->state, CONN_LINGER);
+		transport_mem_end(c->transport);
+	}
+	static const char *const stomp[][3] = {
+		{ "CONNECT\naccept-version:1.2\n\n", NULL, NULL },
+		{ "CONNE", "CT", "\r\naccept-version:1.2\n\n" },
+		{ "\n", "GET", "\nx:y\n\n" }, /* a heart-beat first: STOMP, a bad command */
+	};
+	for (size_t i = 0; i < sizeof(stomp) / sizeof(stomp[0]); i++) {
+		struct conn *c = connection(fx);
+		for (size_t j = 0; j < 3 && stomp[i][j] != NULL; j++)
+			send_raw(c, stomp[i][j]);
+		transport_mem_feed(c->transport, "", 1);
+		char *out = output(c);
+		assert_prefix(out, i < 2 ? "CONNECTED\n" : "ERROR\n");
+		free(out);
+	}
+}
+
 int
 main(void)
 {
@@ -337,6 +383,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_transaction_commit_abort, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_temp_queue_rpc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http_on_a_stomp_port, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1339,6 +1339,88 @@ test_policy_errors_in_file(void **state)
 	    "'port' is given twice, on lines 2 and 3");
 }
 
+/* The file's text loaded, then flags (key, value pairs up to a NULL). */
+static void
+load_with_flags(struct config *cfg, const char *text, const char *const *flags)
+{
+	struct tmpfile t;
+	char err[256] = "";
+	write_tmp(&t, text);
+	config_defaults(cfg);
+	assert_int_equal(config_load(cfg, t.path, err, sizeof(err)), 0);
+	remove_tmp(&t);
+	for (size_t i = 0; flags[i] != NULL; i += 2)
+		set_ok(cfg, flags[i], flags[i + 1]);
+}
+
+/* -p/-b replace the file's STOMP listeners (its admin listener stays), as
+ * -L replaces its listeners; -L makes the file's bind and port give way.
+ * Only both as flags, or both in the file, are a mistake (issue 23). */
+static void
+test_listen_flags_override_the_file(void **state)
+{
+	(void)state;
+	static const char file[] = "listen = tcp://0.0.0.0:61613\nlisten = ws://0.0.0.0:15674/ws\n"
+	    "listen = http://127.0.0.1:15672\n";
+	struct config cfg;
+	char err[512];
+	load_with_flags(&cfg, file, (const char *const[]){ "port", "7000", NULL });
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.nlisten, 2);
+	assert_string_equal(cfg.listen[0].url, "http://127.0.0.1:15672");
+	assert_string_equal(cfg.listen[1].url, "tcp://127.0.0.1:7000");
+
+	load_with_flags(&cfg, file, (const char *const[]){ "bind", "::1", NULL });
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.nlisten, 2);
+	assert_string_equal(cfg.listen[1].url, "tcp://[::1]:61613");
+
+	load_with_flags(&cfg, "port = 7000\nbind = 127.0.0.2\n",
+	    (const char *const[]){ "listen", "tls://127.0.0.1:7001", NULL });
+	set_ok(&cfg, "tls-cert-file", "/c.pem");
+	set_ok(&cfg, "tls-key-file", "/k.pem");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.nlisten, 1);
+	assert_string_equal(cfg.listen[0].url, "tls://127.0.0.1:7001");
+
+	load_with_flags(&cfg, "", (const char *const[]){ "port", "7000", "listen",
+	    "tcp://127.0.0.1:7001", NULL });
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	str_starts(err, "--port is the shorthand for one tcp:// listener: with --listen");
+
+	check_bad("listen = tcp://127.0.0.1:7001\nport = 7000\n", ": port is the shorthand",
+	    "listen = tcp://127.0.0.1:7000");
+}
+
+/* One address and port twice: an error naming both places, not the
+ * "Address already in use" of the second bind (issue 23). */
+static void
+test_listen_twice(void **state)
+{
+	(void)state;
+	check_bad("listen = tcp://127.0.0.1:7000\nlisten = ws://127.0.0.1:7001/ws\n"
+	    "listen = tcp://127.0.0.1:7000\n", ": listen = tcp://127.0.0.1:7000 is given twice, "
+	    "on lines 1 and 3: keep one", "");
+	check_bad("listen = tcp://0.0.0.0:7000\n\nlisten = ws://127.0.0.1:7000/ws\n",
+	    ": listen = tcp://0.0.0.0:7000 (line 1) and listen = ws://127.0.0.1:7000/ws (line 3) "
+	    "are on the same address and port", "");
+	check_bad("listen = http://127.0.0.1:61613\n", "listen = http://127.0.0.1:61613 (line 1) "
+	    "and tcp://127.0.0.1:61613 (the default bind and port)", "");
+	check_bad("port = 7000\nlisten = http://127.0.0.1:7000\n", "listen = http://127.0.0.1:7000 "
+	    "(line 2) and tcp://127.0.0.1:7000 (port, line 1)", "");
+	struct config cfg;
+	char err[512];
+	load_with_flags(&cfg, "", (const char *const[]){ "listen", "tcp://[::1]:7000", "listen",
+	    "tcp://[::1]:7000", NULL });
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_string_equal(err, "--listen tcp://[::1]:7000 is given twice: keep one");
+	/* Port 0, other ports, other addresses: fine. */
+	char ok[512];
+	assert_int_equal(check_text("listen = tcp://127.0.0.1:0\nlisten = tcp://127.0.0.1:0\n"
+	    "listen = tcp://127.0.0.1:7000\nlisten = tcp://127.0.0.2:7000\n"
+	    "listen = tcp://[::1]:7000\nlisten = http://127.0.0.1:7001\n", ok, sizeof(ok)), 0);
+}
+
 int
 main(void)
 {
@@ -1375,6 +1457,8 @@ main(void)
 		cmocka_unit_test(test_policy_filled_at_check),
 		cmocka_unit_test(test_policy_flags_replace_file),
 		cmocka_unit_test(test_policy_errors_in_file),
+		cmocka_unit_test(test_listen_flags_override_the_file),
+		cmocka_unit_test(test_listen_twice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
