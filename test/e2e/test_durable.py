@@ -514,8 +514,8 @@ class StartupTest(DurableBase):
 
 @TCP_ONLY
 class DamageTest(DurableBase):
-    def fill(self, n=5):
-        b = self.start()
+    def fill(self, n=5, config=None):
+        b = self.start(config)
         c = self.client(b)
         for i in range(n):
             psend(c, "/queue/d", "d%d-%s" % (i, "x" * 40), "r%d" % i)
@@ -528,7 +528,7 @@ class DamageTest(DurableBase):
         """(offset, length) of each record in a segment."""
         with open(path, "rb") as f:
             data = f.read()
-        out, pos = [], 16
+        out, pos = [], 24  # the segment header (version 2)
         while pos + 12 <= len(data):
             n = int.from_bytes(data[pos:pos + 4], "little")
             out.append((pos, 12 + n))
@@ -536,7 +536,9 @@ class DamageTest(DurableBase):
         return out
 
     def test_torn_tail_cut_at_every_offset_of_the_last_record(self):
-        seg = self.fill()
+        # fsync = no: nothing is synced after the start, so the checkpoint
+        # (test_journal_damage.py) cannot cover the last record
+        seg = self.fill(config="fsync = no\n")
         start, length = self.records(seg)[-1]
         with open(seg, "rb") as f:
             data = f.read()
@@ -556,16 +558,16 @@ class DamageTest(DurableBase):
             self.crash(b)
 
     def test_segment_torn_before_its_header_is_cut_and_the_rest_carries_on(self):
-        self.fill()
+        self.fill(config="fsync = no\n")
         # a crash while the next segment was being made: a few bytes of header
         with open(os.path.join(self.data, "journal-00000002.log"), "wb") as f:
             f.write(b"EFTJR")
         b = self.start()
         self.assertIn("journal: cut 5 bytes of a record torn by a crash", b.read_log())
         self.assertEqual(len(self.drain(b, "/queue/d")), 5)
-        # everything consumed: the old segments go, the missing one too
+        # the torn one is begun again; everything consumed: the old one goes
         wait_for(lambda: [os.path.basename(p) for p in self.segments()] ==
-                 ["journal-00000003.log"], 5 * SLOW, "old segments to be deleted")
+                 ["journal-00000002.log"], 5 * SLOW, "old segments to be deleted")
         self.assertNotIn("warn: ", b.read_log().split("torn by a crash")[1])
 
     def test_flipped_bit_refuses_to_start_then_recover_skips_it(self):
@@ -583,7 +585,7 @@ class DamageTest(DurableBase):
         self.assertIn("%s: offset %d: damaged record" % (seg, start), r.stderr)
         b = self.start(args=["--recover"])
         log = b.read_log()
-        self.assertIn("journal: --recover skipped 1 damaged record", log)
+        self.assertIn("journal: --recover: %s: offset %d: damaged record: " % (seg, start), log)
         got = self.drain(b, "/queue/d")
         self.assertEqual([g.body[:2] for g in got], [b"d0", b"d2", b"d3", b"d4"])
 

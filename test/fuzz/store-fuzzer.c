@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
 
-/* Empty the directory (segments and LOCK) for the next input. */
+/* Empty the directory (segments, CHECKPOINT and LOCK) for the next input. */
 static void
 clean_dir(void)
 {
@@ -102,8 +102,9 @@ write_segment(const uint8_t *data, size_t size)
 	uint8_t *buf = malloc(JOURNAL_SEGMENT_HEADER + (JOURNAL_RECORD_HEADER + 1) * size);
 	CHECK(buf != NULL, "out of memory");
 	memcpy(buf, "EFTJRNL1", 8);
-	put_u32(buf + 8, 1);
-	put_u32(buf + 12, 1);
+	put_u32(buf + 8, 2);             /* version 2 */
+	put_u32(buf + 12, 1);            /* segment 1 */
+	memset(buf + 16, 0, 8);          /* no segment before it */
 	size_t len = JOURNAL_SEGMENT_HEADER, pos = 0;
 	while (pos < size) {
 		uint8_t type = data[pos++];
