@@ -533,8 +533,8 @@ drop_dead_segments(struct store *s)
 	s->first += (uint32_t)dead;
 	journal_release(s->j, s->first);
 	if (s->damaged_through != 0 && s->first > s->damaged_through) {
-		log_info("journal: the damaged segments are released, and deleted at the next "
-		    "checkpoint: eftd starts without --recover again");
+		log_info("journal: the damaged segments are no longer needed: from the next "
+		    "checkpoint on (within a second) eftd starts without --recover again");
 		s->damaged_through = 0;
 	}
 }
