@@ -10,10 +10,11 @@ killing it (kill -9), then starting a new eftd on the same data-dir:
 - a transaction whole or not at all;
 - message ids that were never used before.
 Damage: a torn tail is cut off with a log line; other damage stops eftd with
-one line naming the file and offset, and --recover skips it.  Start-up
-errors (two eftd on one dir, a dir that cannot be made) are one line and
-exit 1.  Disk: max-disk pauses producers; a full filesystem holds RECEIPTs
-until the journal can be written again.
+one line naming the file and offset, and --recover skips it (the rest of
+damage: test_journal_damage.py).  Start-up errors (two eftd on one dir, a
+dir that cannot be made) are one line and exit 1.  Disk: max-disk pauses
+producers, and its log line comes once however often it is reached; a full
+filesystem holds RECEIPTs until the journal can be written again.
 
 The journal is the same over every transport, so all but the first test run
 in the tcp pass only."""
@@ -651,6 +652,37 @@ class DiskTest(DurableBase):
         expect_receipt(p, "r%d" % sent, timeout=10 * SLOW)  # resumed
         got = c.drain(10 * SLOW, idle=1.0 * SLOW)[0]
         self.assertEqual(len([f for f in got if f.command == "MESSAGE"]), sent + 1)
+
+    def test_max_disk_reached_again_and_again_is_logged_once(self):
+        # issue 23: under a load that keeps reaching max-disk, the first is
+        # logged; the next ones only as a count, at most once a minute
+        self.config = "journal-segment-size = 64k\nmax-disk = 256k\n"
+        b = self.start()
+        p = self.client(b)
+        c = self.client(b)
+        subscribe(c, "/queue/full", ack="client-individual")
+        body = "z" * 1000
+        i = 0
+        for cycle in range(3):
+            # send until the producer waits, then the consumer takes it all
+            for _ in range(1000):
+                p.send_frame("SEND", [("destination", "/queue/full"), ("persistent", "true"),
+                                      ("receipt", "r%d" % i)], body)
+                try:
+                    expect_receipt(p, "r%d" % i, timeout=1.0 * SLOW)
+                except socket.timeout:
+                    break
+                i += 1
+            else:
+                self.fail("the producer was never paused")
+            for f in c.drain(10 * SLOW, idle=1.0 * SLOW)[0]:
+                if f.command == "MESSAGE":
+                    c.send_frame("ACK", [("id", f["ack"])])
+            expect_receipt(p, "r%d" % i, timeout=10 * SLOW)  # resumed
+            i += 1
+        log = b.read_log()
+        self.assertEqual(log.count("disk limit reached"), 1, log)
+        self.assertLessEqual(log.count("producers resume"), 1, log)
 
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which("mount"), "needs root to mount")
     def test_full_filesystem_holds_receipts_until_it_can_write(self):
