@@ -649,9 +649,9 @@ sync_segment(const char *dir, uint32_t seg, char *err, size_t errlen)
 	return 0;
 }
 
-/* Read the segments nums[from, to) in order, with the gaps between them
- * and the checkpoint's range; the stats' first segment and the last
- * number the journal knows of (in *hi). */
+/* Read the segments nums[from, to) in order, and find the gaps between
+ * them and in the checkpoint's range; *hi_out: the newest segment number
+ * the files or the checkpoint know of. */
 static int
 replay_all(struct opening *o, const uint32_t *nums, struct seg_info *info, size_t from,
     size_t to, uint32_t *hi_out)
