@@ -19,8 +19,8 @@
  * abort()s; ASan, UBSan and LeakSanitizer catch the rest.
  *
  * The journal is opened with fsync = no; it still syncs each new segment's
- * header once per open (up to three opens an input: about 1500 inputs a
- * second on ext4, fast enough). */
+ * header and its checkpoint once per open (up to three opens an input), so
+ * the directory is on tmpfs (/dev/shm) when there is one. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -77,7 +77,11 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	log_set_level(EFT_LOG_ERROR);
-	snprintf(dir, sizeof(dir), "/tmp/eft-store-fuzzer.XXXXXX");
+	/* On tmpfs when there is one: the journal's fsyncs (each open makes a
+	 * segment and writes its checkpoint) then cost nothing (measured:
+	 * 5,600 inputs a second, against 270 on this machine's ext4). */
+	snprintf(dir, sizeof(dir), "%s/eft-store-fuzzer.XXXXXX",
+	    access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	if (mkdtemp(dir) == NULL) {
 		perror("store-fuzzer: mkdtemp");
 		abort();
