@@ -769,30 +769,25 @@ op_promised(const void *impl)
 	return store_gathered(impl);
 }
 
-/* Hysteresis: busy until below 90% of max-disk again, so producers do not
- * flap. */
-static enum backend_pressure
-op_pressure(void *impl)
+/* The disk alarm ends: said so if its start was. */
+static __attribute__((noinline, cold)) void
+alarm_end(struct store *s, uint64_t disk)
 {
-	struct store *s = impl;
-	if (s->failing)
-		return BACKEND_FAILING;
-	uint64_t disk = journal_bytes(s->j);
-	if (s->disk_alarm) {
-		if (s->max_disk != 0 && disk >= s->max_disk - s->max_disk / 10)
-			return BACKEND_BUSY;
-		s->disk_alarm = false;
-		if (s->alarm_told)
-			log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
-			    "resume", (unsigned long long)(disk >> 20));
-		s->alarm_told = false;
-		return BACKEND_OK;
-	}
-	if (s->max_disk == 0 || disk < s->max_disk)
-		return BACKEND_OK;
+	s->disk_alarm = false;
+	if (s->alarm_told)
+		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
+		    "resume", (unsigned long long)(disk >> 20));
+	s->alarm_told = false;
+}
+
+
+/* The disk alarm starts.  Under a load that keeps reaching the limit this
+ * comes once a second: the first in full, then a count at most once a
+ * minute.  (Out of line: op_pressure runs for every persistent SEND.) */
+static __attribute__((noinline, cold)) void
+alarm_start(struct store *s, uint64_t disk)
+{
 	s->disk_alarm = true;
-	/* Under a load that keeps reaching the limit this comes once a
-	 * second: the first in full, then a count at most once a minute. */
 	uint64_t times = 0, since_ms = s->now_ms - s->alarm_log.last_ms;
 	switch (log_every_event(&s->alarm_log, s->now_ms, &times)) {
 	case LOG_EVERY_FULL:
@@ -807,6 +802,26 @@ op_pressure(void *impl)
 	case LOG_EVERY_QUIET:
 		break;
 	}
+}
+
+/* Hysteresis: busy until below 90% of max-disk again, so producers do not
+ * flap. */
+static enum backend_pressure
+op_pressure(void *impl)
+{
+	struct store *s = impl;
+	if (s->failing)
+		return BACKEND_FAILING;
+	uint64_t disk = journal_bytes(s->j);
+	if (s->disk_alarm) {
+		if (s->max_disk != 0 && disk >= s->max_disk - s->max_disk / 10)
+			return BACKEND_BUSY;
+		alarm_end(s, disk);
+		return BACKEND_OK;
+	}
+	if (s->max_disk == 0 || disk < s->max_disk)
+		return BACKEND_OK;
+	alarm_start(s, disk);
 	return BACKEND_BUSY;
 }
 
