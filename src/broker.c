@@ -158,9 +158,6 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 	if (js->torn_bytes > 0)
 		log_warn("journal: cut %llu bytes of a record torn by a crash off the end",
 		    (unsigned long long)js->torn_bytes);
-	if (js->skipped > 0)
-		log_warn("journal: --recover skipped %llu damaged record%s",
-		    (unsigned long long)js->skipped, js->skipped == 1 ? "" : "s");
 	log_info("journal %s: %u segment%s, %llu MB, %llu records read; %llu message%s back on %llu "
 	    "queue%s (%llu redelivered); fsync %s, max-disk %llu MB", cfg->data_dir, js->segments,
 	    js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),

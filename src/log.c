@@ -96,3 +96,32 @@ log_clean(char *out, size_t outlen, const char *s, size_t len)
 	out[n] = '\0';
 	return out;
 }
+
+enum log_every_verdict
+log_every_event(struct log_every *r, uint64_t now_ms, uint64_t *count)
+{
+	bool quiet_long = now_ms - r->last_ms >= r->interval_ms;
+	if (!r->logged || (quiet_long && r->since == 0)) {
+		r->logged = true;
+		r->last_ms = now_ms;
+		return LOG_EVERY_FULL;
+	}
+	r->since++;
+	if (!quiet_long)
+		return LOG_EVERY_QUIET;
+	*count = r->since;
+	r->since = 0;
+	r->last_ms = now_ms;
+	return LOG_EVERY_SUMMARY;
+}
+
+uint64_t
+log_every_due(struct log_every *r, uint64_t now_ms)
+{
+	if (r->since == 0 || now_ms - r->last_ms < r->interval_ms)
+		return 0;
+	uint64_t n = r->since;
+	r->since = 0;
+	r->last_ms = now_ms;
+	return n;
+}

@@ -37,6 +37,8 @@ enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS 
 #define IDS_AHEAD ((uint64_t)1 << 22)
 /* Moving long-lived messages forward: at most this many record bytes a turn. */
 #define COMPACT_BUDGET (4u << 20)
+/* "disk limit reached" again and again: a count at most this often. */
+#define DISK_LOG_MS 60000
 /* An fsync this slow is logged. */
 #define SLOW_SYNC_US 1000000
 
@@ -90,8 +92,23 @@ struct store {
 	const struct backend_events *events; /* or NULL */
 	uint64_t max_disk;     /* busy above this many bytes on disk */
 	bool disk_alarm;       /* over max_disk (until below 90% of it), or failing */
+	struct log_every alarm_log; /* "disk limit reached": first in full, then a count */
+	bool alarm_told;       /* ... this alarm was logged: log its end too */
+	uint64_t now_ms;       /* the caller's clock, as of the last commit */
+	bool checkpoint_failing; /* the last checkpoint could not be written (logged) */
+	uint32_t damaged_through; /* recover: damage found again at each open up to this
+	                             segment: its live messages are moved on so it goes */
 	/* while opening */
 	struct idtab tab;
+	bool marked;           /* the journal's replay passed the checkpoint's mark */
+	uint64_t mark;         /* live messages at the checkpoint */
+	uint64_t back_at_mark; /* ... and read back up to its position */
+	struct damage_seen {
+		uint64_t bytes;            /* known bytes lost */
+		bool bytes_unknown;        /* a missing segment whose size nobody knew */
+		bool after_mark;           /* damage the checkpoint's count does not cover */
+		char files[256];           /* the files, named */
+	} dmg;
 	struct dests *dests;
 	struct msg_pool *pool;
 	struct dest *last_dest;
@@ -499,25 +516,27 @@ store_batch_end(struct store *s)
 
 /* ---- commit ---- */
 
-/* Delete the oldest segments while nothing on them is live (and a newer
- * one holds the id reservation). */
+/* Release the oldest segments while nothing on them is live (and a newer
+ * one holds the id reservation): the journal deletes them after its next
+ * checkpoint. */
 static void
 drop_dead_segments(struct store *s)
 {
 	size_t dead = 0;
 	while (dead + 1 < s->nsegs && s->segs[dead].live == 0 &&
-	    s->first + dead < s->ids_written_seg) {
-		if (journal_drop_segment(s->j, s->first + (uint32_t)dead) != 0) {
-			log_warn("%s", journal_error(s->j));
-			break;
-		}
+	    s->first + dead < s->ids_written_seg)
 		dead++;
-	}
 	if (dead == 0)
 		return;
 	memmove(s->segs, s->segs + dead, (s->nsegs - dead) * sizeof(*s->segs));
 	s->nsegs -= dead;
 	s->first += (uint32_t)dead;
+	journal_release(s->j, s->first);
+	if (s->damaged_through != 0 && s->first > s->damaged_through) {
+		log_info("journal: the damaged segments are no longer needed: from the next "
+		    "checkpoint on (within a second) eftd starts without --recover again");
+		s->damaged_through = 0;
+	}
 }
 
 /* Write the oldest segment's live messages again at the end, up to the
@@ -526,8 +545,12 @@ static void
 compact_step(struct store *s)
 {
 	uint64_t disk = journal_bytes(s->j);
+	/* After --recover, the damaged segments go as soon as can be: until
+	 * then every start finds the damage again. */
+	bool damaged = s->damaged_through != 0 && s->first <= s->damaged_through;
 	/* Not while writes fail: each retry would gather the copies again. */
-	if (s->failing || s->nsegs < 3 || disk <= 2 * s->live_bytes + 2 * s->segment_size)
+	if (s->failing || s->nsegs < 2 || (!damaged && (s->nsegs < 3 ||
+	    disk <= 2 * s->live_bytes + 2 * s->segment_size)))
 		return;
 	struct segment *old = &s->segs[0];
 	uint32_t cur = journal_segment(s->j);
@@ -556,9 +579,26 @@ commit_failed(struct store *s, const char *why)
 	return -1;
 }
 
+/* Everything gathered is written: the checkpoint, once a second. */
+static void
+checkpoint(struct store *s, uint64_t now_ms, bool force)
+{
+	if (journal_checkpoint(s->j, now_ms, s->live, force) != 0) {
+		if (!s->checkpoint_failing)
+			log_error("journal checkpoint cannot be written (%s): segments nothing needs "
+			    "are kept until it can", journal_error(s->j));
+		s->checkpoint_failing = true;
+		return;
+	}
+	if (s->checkpoint_failing)
+		log_info("journal checkpoint written again");
+	s->checkpoint_failing = false;
+}
+
 int
 store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 {
+	s->now_ms = now_ms;
 	s->next_id_seen = next_msg_id;
 	if (next_msg_id + IDS_AHEAD / 2 > s->ids_reserved && reserve_ids(s, next_msg_id) != 0)
 		return commit_failed(s, "out of memory reserving message ids");
@@ -592,6 +632,8 @@ store_commit(struct store *s, uint64_t now_ms, uint64_t next_msg_id)
 			log_error("out of memory starting journal segment %u", cur);
 	}
 	drop_dead_segments(s);
+	/* (A new segment's preamble may be gathered: it changes no count.) */
+	checkpoint(s, now_ms, false);
 	return 0;
 }
 
@@ -613,10 +655,17 @@ store_pending(const struct store *s)
 	return s->gathering || journal_pending(s->j) > 0;
 }
 
+static void log_disk_summary(struct store *s, uint64_t times, uint64_t since_ms);
+
 int
 store_tick(struct store *s, uint64_t now_ms)
 {
-	if (!journal_dirty(s->j) && !store_pending(s))
+	uint64_t since_ms = now_ms - s->alarm_log.last_ms;
+	uint64_t flaps = log_every_due(&s->alarm_log, now_ms);
+	if (flaps > 0)
+		log_disk_summary(s, flaps, since_ms);
+	if (!journal_dirty(s->j) && !store_pending(s) && !journal_checkpoint_wanted(s->j) &&
+	    !(s->damaged_through != 0 && s->first <= s->damaged_through))
 		return 0;
 	return store_commit(s, now_ms, s->next_id_seen);
 }
@@ -720,6 +769,41 @@ op_promised(const void *impl)
 	return store_gathered(impl);
 }
 
+/* The disk alarm ends: said so if its start was. */
+static __attribute__((noinline, cold)) void
+alarm_end(struct store *s, uint64_t disk)
+{
+	s->disk_alarm = false;
+	if (s->alarm_told)
+		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
+		    "resume", (unsigned long long)(disk >> 20));
+	s->alarm_told = false;
+}
+
+
+/* The disk alarm starts.  Under a load that keeps reaching the limit this
+ * comes once a second: the first in full, then a count at most once a
+ * minute.  (Out of line: op_pressure runs for every persistent SEND.) */
+static __attribute__((noinline, cold)) void
+alarm_start(struct store *s, uint64_t disk)
+{
+	s->disk_alarm = true;
+	uint64_t times = 0, since_ms = s->now_ms - s->alarm_log.last_ms;
+	switch (log_every_event(&s->alarm_log, s->now_ms, &times)) {
+	case LOG_EVERY_FULL:
+		log_warn("disk limit reached: the journal holds %llu MB (max-disk %llu MB); producers "
+		    "wait until consumers drain it", (unsigned long long)(disk >> 20),
+		    (unsigned long long)(s->max_disk >> 20));
+		s->alarm_told = true;
+		break;
+	case LOG_EVERY_SUMMARY:
+		log_disk_summary(s, times, since_ms);
+		break;
+	case LOG_EVERY_QUIET:
+		break;
+	}
+}
+
 /* Hysteresis: busy until below 90% of max-disk again, so producers do not
  * flap. */
 static enum backend_pressure
@@ -732,18 +816,23 @@ op_pressure(void *impl)
 	if (s->disk_alarm) {
 		if (s->max_disk != 0 && disk >= s->max_disk - s->max_disk / 10)
 			return BACKEND_BUSY;
-		s->disk_alarm = false;
-		log_info("journal writable and below 90%% of max-disk again (%llu MB): producers "
-		    "resume", (unsigned long long)(disk >> 20));
+		alarm_end(s, disk);
 		return BACKEND_OK;
 	}
 	if (s->max_disk == 0 || disk < s->max_disk)
 		return BACKEND_OK;
-	s->disk_alarm = true;
-	log_warn("disk limit reached: the journal holds %llu MB (max-disk %llu MB); producers wait "
-	    "until consumers drain it", (unsigned long long)(disk >> 20),
-	    (unsigned long long)(s->max_disk >> 20));
+	alarm_start(s, disk);
 	return BACKEND_BUSY;
+}
+
+/* How often the disk limit was reached since the last line about it. */
+static void
+log_disk_summary(struct store *s, uint64_t times, uint64_t since_ms)
+{
+	log_warn("disk limit reached %llu more time%s in the last %llu s (producers waited each "
+	    "time until the journal was below 90%% of max-disk); it holds %llu MB, max-disk %llu MB",
+	    (unsigned long long)times, times == 1 ? "" : "s", (unsigned long long)(since_ms / 1000),
+	    (unsigned long long)(journal_bytes(s->j) >> 20), (unsigned long long)(s->max_disk >> 20));
 }
 
 /* The group commit; its success keeps everything gathered. */
@@ -1029,6 +1118,102 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 	return 0;
 }
 
+/* ---- opening: damage that --recover goes past ---- */
+
+/* The journal's replay passed the checkpoint: how many of the messages
+ * live then are back. */
+static void
+replay_mark(uint64_t mark, void *arg)
+{
+	struct store *s = arg;
+	s->marked = true;
+	s->mark = mark;
+	s->back_at_mark = s->tab.n;
+}
+
+/* Name the file in the open's list of damaged files (once). */
+static void
+damage_file(struct damage_seen *ds, const char *path)
+{
+	const char *name = strrchr(path, '/');
+	name = name != NULL ? name + 1 : path;
+	if (strstr(ds->files, name) != NULL)
+		return;
+	size_t n = strlen(ds->files);
+	if (n + strlen(name) + 3 >= sizeof(ds->files)) {
+		if (n + 5 < sizeof(ds->files) && strstr(ds->files, "...") == NULL)
+			strcat(ds->files, ", ...");
+		return;
+	}
+	snprintf(ds->files + n, sizeof(ds->files) - n, "%s%s", n ? ", " : "", name);
+}
+
+static void
+replay_damage(const struct journal_damage *d, void *arg)
+{
+	struct store *s = arg;
+	char bytes[64] = "";
+	if (d->bytes_known && d->kind != JOURNAL_DAMAGE_CHECKPOINT)
+		snprintf(bytes, sizeof(bytes), " (%llu bytes)", (unsigned long long)d->bytes);
+	switch (d->kind) {
+	case JOURNAL_DAMAGE_MISSING:
+		log_warn("journal: --recover: %s: going on without the messages in it%s", d->what,
+		    d->bytes_known ? bytes : " (its size is not known)");
+		break;
+	case JOURNAL_DAMAGE_HEADER:
+		log_warn("journal: --recover: %s: segment skipped%s; eftd leaves the file alone: move "
+		    "%s out of the data-dir", d->what, bytes, d->path);
+		break;
+	case JOURNAL_DAMAGE_SHORT:
+		log_warn("journal: --recover: %s: going on without the %llu bytes cut off", d->what,
+		    (unsigned long long)d->bytes);
+		break;
+	case JOURNAL_DAMAGE_RECORDS:
+		log_warn("journal: --recover: %s: %llu bytes skipped (eftd deletes the file once "
+		    "nothing in it is live: copy it out of the data-dir to keep it)", d->what,
+		    (unsigned long long)d->bytes);
+		break;
+	case JOURNAL_DAMAGE_CHECKPOINT:
+		log_warn("journal: --recover: %s: going on without it (a new one is written); what "
+		    "is missing from the journal cannot be checked this time", d->what);
+		return;
+	}
+	struct damage_seen *ds = &s->dmg;
+	ds->bytes += d->bytes;
+	ds->bytes_unknown |= !d->bytes_known;
+	ds->after_mark |= !d->before_mark;
+	damage_file(ds, d->path);
+	if (d->stays && d->seg > s->damaged_through)
+		s->damaged_through = d->seg;
+}
+
+/* After --recover: how many messages did not come back, and where. */
+static void
+log_losses(struct store *s, struct store_recovered *rec, const char *dir)
+{
+	const struct damage_seen *ds = &s->dmg;
+	if (ds->files[0] == '\0')
+		return; /* the checkpoint alone */
+	char bytes[64];
+	snprintf(bytes, sizeof(bytes), "%s%llu bytes", ds->bytes_unknown ? "at least " : "",
+	    (unsigned long long)ds->bytes);
+	if (rec->journal.checkpoint != JOURNAL_CHECKPOINT_READ || !s->marked) {
+		log_warn("journal: --recover lost %s in %s; how many messages were in them cannot be "
+		    "known (no checkpoint to count against)", bytes, ds->files);
+	} else {
+		rec->lost = s->mark > s->back_at_mark ? s->mark - s->back_at_mark : 0;
+		log_warn("journal: --recover lost %llu message%s (%s) in %s: %llu were stored at the "
+		    "last checkpoint, %llu of them are back%s", (unsigned long long)rec->lost,
+		    rec->lost == 1 ? "" : "s", bytes, ds->files, (unsigned long long)s->mark,
+		    (unsigned long long)s->back_at_mark, ds->after_mark ? "; the damage after the "
+		    "checkpoint may have held more, which cannot be counted" : "");
+	}
+	if (s->damaged_through != 0)
+		log_warn("journal %s: until the damaged segments are gone (their live messages are "
+		    "written again at the end, then they are deleted), each start needs --recover",
+		    dir);
+}
+
 /* Like the memory default: 80% of what the disk has free, on top of what
  * the journal already holds. */
 static uint64_t
@@ -1053,10 +1238,22 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 	s->segment_size = opt->segment_size;
 	s->dests = dests;
 	s->pool = pool;
-	s->j = journal_open(opt->dir, opt->fsync, opt->recover, opt->segment_size, replay_record, s,
+	s->alarm_log.interval_ms = DISK_LOG_MS;
+	const struct journal_reader reader = { replay_record, replay_damage, replay_mark, s };
+	s->j = journal_open(opt->dir, opt->fsync, opt->recover, opt->segment_size, &reader,
 	    &rec->journal, err, errlen);
 	if (s->j == NULL)
 		goto fail;
+	if (rec->journal.foreign > 0)
+		log_warn("journal: %s/journal-%08u.log%s, below the journal's first segment, %s no "
+		    "eft journal segment (an earlier --recover skipped it): eftd leaves it alone; move "
+		    "it out of the data-dir", opt->dir, rec->journal.foreign_seg,
+		    rec->journal.foreign > 1 ? " and others" : "", rec->journal.foreign > 1 ?
+		    "are" : "is");
+	if (rec->journal.checkpoint == JOURNAL_CHECKPOINT_NONE && rec->journal.segments > 0)
+		log_info("journal %s: no %s yet (it is written from now on): this start cannot tell "
+		    "a missing oldest segment, or a newest one cut short, from a clean stop",
+		    opt->dir, JOURNAL_CHECKPOINT_FILE);
 	uint32_t cur = journal_segment(s->j);
 	s->first = rec->journal.first_segment ? rec->journal.first_segment : cur;
 	uint64_t max_id = 0;
@@ -1064,6 +1261,10 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 		snprintf(err, errlen, "data-dir %s: out of memory putting messages back", opt->dir);
 		goto fail;
 	}
+	rec->checkpoint_live = s->mark;
+	rec->back_at_checkpoint = s->back_at_mark;
+	if (rec->journal.damaged > 0)
+		log_losses(s, rec, opt->dir);
 	dests_prune(dests);
 	size_t nqueues;
 	dests_queued(dests, &nqueues);
@@ -1082,6 +1283,12 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 	s->next_id_seen = next;
 	*next_msg_id = next;
 	drop_dead_segments(s);
+	/* What this open found (and accepted, under --recover) is the
+	 * journal from now on. */
+	if (journal_checkpoint(s->j, 0, s->live, true) != 0) {
+		snprintf(err, errlen, "data-dir %s: %s", opt->dir, journal_error(s->j));
+		goto fail;
+	}
 	s->max_disk = opt->max_disk ? opt->max_disk : default_max_disk(opt->dir, journal_bytes(s->j));
 	return s;
 fail:
@@ -1105,6 +1312,9 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	/* A clean stop: everything is synced, and the checkpoint says so. */
+	if (!s->batching && journal_commit(s->j, s->now_ms) == 0 && journal_sync(s->j) == 0)
+		checkpoint(s, s->now_ms, true);
 	journal_close(s->j);
 	free_links(s);
 	free(s->segs);

@@ -53,6 +53,11 @@ struct store_recovered {
 	uint64_t messages;        /* put back in their queues */
 	uint64_t queues;
 	uint64_t redelivered;     /* of them, handed out before: marked redelivered */
+	/* The checkpoint's count of live messages, and how many of them the
+	 * journal gave back up to its position (equal but for damage). */
+	uint64_t checkpoint_live;
+	uint64_t back_at_checkpoint;
+	uint64_t lost;            /* recover: the difference, when damage was skipped */
 };
 
 /* Open the journal in opt->dir, put every message nobody acknowledged back

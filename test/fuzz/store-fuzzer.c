@@ -19,8 +19,8 @@
  * abort()s; ASan, UBSan and LeakSanitizer catch the rest.
  *
  * The journal is opened with fsync = no; it still syncs each new segment's
- * header once per open (up to three opens an input: about 1500 inputs a
- * second on ext4, fast enough). */
+ * header and its checkpoint once per open (up to three opens an input), so
+ * the directory is on tmpfs (/dev/shm) when there is one. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
 
-/* Empty the directory (segments and LOCK) for the next input. */
+/* Empty the directory (segments, CHECKPOINT and LOCK) for the next input. */
 static void
 clean_dir(void)
 {
@@ -77,7 +77,11 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	log_set_level(EFT_LOG_ERROR);
-	snprintf(dir, sizeof(dir), "/tmp/eft-store-fuzzer.XXXXXX");
+	/* On tmpfs when there is one: the journal's fsyncs (each open makes a
+	 * segment and writes its checkpoint) then cost nothing (measured:
+	 * 5,600 inputs a second, against 270 on this machine's ext4). */
+	snprintf(dir, sizeof(dir), "%s/eft-store-fuzzer.XXXXXX",
+	    access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	if (mkdtemp(dir) == NULL) {
 		perror("store-fuzzer: mkdtemp");
 		abort();
@@ -102,8 +106,9 @@ write_segment(const uint8_t *data, size_t size)
 	uint8_t *buf = malloc(JOURNAL_SEGMENT_HEADER + (JOURNAL_RECORD_HEADER + 1) * size);
 	CHECK(buf != NULL, "out of memory");
 	memcpy(buf, "EFTJRNL1", 8);
-	put_u32(buf + 8, 1);
-	put_u32(buf + 12, 1);
+	put_u32(buf + 8, 2);             /* version 2 */
+	put_u32(buf + 12, 1);            /* segment 1 */
+	memset(buf + 16, 0, 8);          /* no segment before it */
 	size_t len = JOURNAL_SEGMENT_HEADER, pos = 0;
 	while (pos < size) {
 		uint8_t type = data[pos++];

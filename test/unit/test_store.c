@@ -5,7 +5,9 @@
  * nothing on them is live, and long-lived messages are moved forward so that
  * the journal stays small (also when a crash leaves both copies); a damaged
  * record is refused with its file and offset, and skipped with recover; one
- * store per directory.  Each test works in a fresh directory under /tmp,
+ * store per directory; the checkpoint's count of live messages matches
+ * what comes back up to it after a crash, and tells how many a missing
+ * segment took (the damaged segments then go).  Each test works in a fresh directory under /tmp,
  * removed afterwards. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -210,12 +212,17 @@ close_env(struct env *e)
 	free_env(e);
 }
 
+/* The clock each commit is given: a checkpoint's second passes between
+ * two (segments nothing needs are deleted after a checkpoint). */
+static uint64_t clock_ms = 1000000;
+
 static void
 commit(struct env *e)
 {
 	/* (Pending may stay true: a new segment's id reservation waits for
 	 * the next commit.) */
-	assert_int_equal(store_commit(e->s, 0, e->next_id), 0);
+	clock_ms += JOURNAL_CHECKPOINT_MS;
+	assert_int_equal(store_commit(e->s, clock_ms, e->next_id), 0);
 }
 
 /* Body bytes that say which message they belong to. */
@@ -998,7 +1005,7 @@ test_damaged_record_refused_then_skipped(void **state)
 	struct store_options opt = options(segment);
 	opt.recover = true;
 	open_with(&e, opt);
-	assert_int_equal(e.rec.journal.skipped, 1);
+	assert_int_equal(e.rec.journal.damaged, 1);
 	assert_int_equal(e.rec.messages, N - 1);
 	struct listing *l = list_queue(&e, "/queue/d");
 	assert_int_equal(l->n, N - 1);
@@ -1006,6 +1013,129 @@ test_damaged_record_refused_then_skipped(void **state)
 		assert_int_not_equal(l->m[i]->id, lost);
 		check_body(l->m[i], 200);
 	}
+	close_env(&e);
+}
+
+
+/* A busy life ended by a crash (the child _exits without closing): the
+ * messages live at the last checkpoint are exactly the ones read back up
+ * to its position, through consumption, redelivery marks and moves. */
+static void
+busy_then_crash(void)
+{
+	struct env e;
+	open_env(&e, 8 * KiB);
+	struct msg *keep = publish(&e, "/queue/keep", e.next_id++, 300, false);
+	store_delivered(e.s, keep);
+	for (int turn = 0; turn < 120; turn++) {
+		struct msg *m[6];
+		for (int i = 0; i < 6; i++) {
+			uint64_t id = e.next_id++;
+			m[i] = publish(&e, i % 2 ? "/queue/a" : "/queue/b", id, body_len_for(id), i == 3);
+		}
+		if (turn % 3 == 0)
+			store_delivered(e.s, m[1]);
+		commit(&e);
+		for (int i = 0; i < 6; i++) {
+			if (i < 4 || turn % 4 == 0)
+				consume(&e, m[i]);
+			else
+				msg_unref(m[i]);
+		}
+		/* The last turns after the last checkpoint: same clock. */
+		if (turn < 100)
+			commit(&e);
+		else
+			assert_int_equal(store_commit(e.s, clock_ms, e.next_id), 0);
+	}
+	_exit(0);
+}
+
+static void
+test_checkpoint_count_matches_after_a_crash(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		busy_then_crash();
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct env e;
+	open_env(&e, 8 * KiB);
+	assert_int_equal(e.rec.journal.checkpoint, JOURNAL_CHECKPOINT_READ);
+	assert_true(e.rec.checkpoint_live > 1);
+	assert_int_equal(e.rec.back_at_checkpoint, e.rec.checkpoint_live);
+	assert_true(e.rec.messages > e.rec.checkpoint_live); /* more after it */
+	assert_int_equal(e.rec.lost, 0);
+	close_env(&e);
+	/* A clean stop's checkpoint is at the very end. */
+	open_env(&e, 8 * KiB);
+	assert_int_equal(e.rec.checkpoint_live, e.rec.messages);
+	assert_int_equal(e.rec.back_at_checkpoint, e.rec.messages);
+	close_env(&e);
+}
+
+/* MSG records (type 1) in a segment file. */
+static size_t
+msg_records_in(const char *path)
+{
+	size_t size, n = 0;
+	uint8_t *data = read_whole(path, &size);
+	for (size_t pos = JOURNAL_SEGMENT_HEADER; pos + JOURNAL_RECORD_HEADER <= size;
+	    pos += JOURNAL_RECORD_HEADER + le32(data + pos))
+		n += data[pos + 8] == 1;
+	free(data);
+	return n;
+}
+
+static void
+test_missing_segment_counts_lost_messages(void **state)
+{
+	(void)state;
+	enum { N = 300 };
+	const uint64_t segment = 8 * KiB;
+	struct env e;
+	open_env(&e, segment);
+	for (int i = 0; i < N; i++) {
+		msg_unref(publish(&e, "/queue/m", e.next_id++, 200, false));
+		if (i % 5 == 4)
+			commit(&e);
+	}
+	commit(&e);
+	close_env(&e);
+	assert_true(count_segments(NULL) >= 5);
+	char path[400];
+	snprintf(path, sizeof(path), "%s/journal-%08u.log", dir, 3u);
+	size_t in3 = msg_records_in(path);
+	assert_true(in3 > 0);
+	assert_int_equal(unlink(path), 0);
+
+	char err[600];
+	assert_null(try_open(&e, options(segment), err, sizeof(err)));
+	free_env(&e);
+	if (strstr(err, "journal-00000003.log is missing") == NULL ||
+	    strstr(err, "--recover") == NULL) {
+		print_error("'%s'\n", err);
+		fail();
+	}
+	struct store_options opt = options(segment);
+	opt.recover = true;
+	open_with(&e, opt);
+	assert_int_equal(e.rec.messages, N - in3);
+	assert_int_equal(e.rec.checkpoint_live, N);
+	assert_int_equal(e.rec.lost, in3);
+	/* The segments up to the gap are moved on and go: then a start
+	 * without --recover works again. */
+	for (int turn = 0; turn < 20 && count_segments(NULL) > 2; turn++)
+		commit(&e);
+	close_env(&e);
+	open_env(&e, segment);
+	assert_int_equal(e.rec.messages, N - in3);
+	assert_int_equal(e.rec.journal.damaged, 0);
+	assert_int_equal(list_queue(&e, "/queue/m")->n, N - in3);
 	close_env(&e);
 }
 
@@ -1056,6 +1186,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_damaged_record_refused_then_skipped, make_dir,
 		    remove_dir),
 		cmocka_unit_test_setup_teardown(test_one_store_per_directory, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(test_checkpoint_count_matches_after_a_crash, make_dir,
+		    remove_dir),
+		cmocka_unit_test_setup_teardown(test_missing_segment_counts_lost_messages, make_dir,
+		    remove_dir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
