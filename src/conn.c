@@ -138,6 +138,8 @@ conn_new(struct broker *b, struct transport *t, const char *peer)
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->state = CONN_AWAIT_CONNECT;
+	if (t->ops->framed)
+		c->first_len = CONN_FIRST_DONE;
 	const struct config *cfg = b->cfg;
 	struct parser_limits limits = {
 		.max_frame = cfg->max_frame_size,

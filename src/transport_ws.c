@@ -483,7 +483,7 @@ ws_kick_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ws:// and wss:// differ only in the name their log lines give. */
-#define WS_OPS(name) { .kind = name, .read = ws_read, .write = ws_write, .pending = ws_pending, \
+#define WS_OPS(name) { .kind = name, .framed = true, .read = ws_read, .write = ws_write, .pending = ws_pending, \
 	.want = ws_want, .shutdown = ws_shutdown, .free = ws_free }
 static const struct transport_ops ws_ops = WS_OPS("ws"), wss_ops = WS_OPS("wss");
 

@@ -34,6 +34,9 @@ typedef void (*transport_cb)(void *arg);
 
 struct transport_ops {
 	const char *kind;  /* "tcp", "tls", "ws", "wss", "mem": names the listener in logs */
+	/* It carries messages, not a byte stream (WebSocket): what a client
+	 * sends first is never a TLS ClientHello or an HTTP request line. */
+	bool framed;
 	/* Up to len bytes into buf: > 0 read, 0 the peer ended the stream. */
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	/* Write from the front of out, draining what went: >= 0 bytes written

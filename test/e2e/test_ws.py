@@ -406,6 +406,20 @@ class StompOverWsTest(WsTest):
         self.assertEqual(close_code(frames), 1000)
         self.assertEqual(frames[-1][0], 0x8)
 
+    def test_http_words_inside_websocket_are_stomp_bytes(self):
+        """Only a raw TCP or TLS stream can be an HTTP request; inside an
+        upgraded WebSocket, "GET " is a bad STOMP frame like any other."""
+        for first in (b"GET / HTTP/1.1\r\n\r\n\0", b"\x16\x03\x01\x00\x05\n\n\0"):
+            s, status, _ = raw_upgrade(self.ws_port)
+            self.assertEqual(status, 101)
+            s.sendall(client_frame(0x2, first))
+            frames = read_server_frames(s)
+            s.close()
+            self.assertTrue(frames[0][1].startswith(b"ERROR\n"), frames)
+            self.assertNotIn(b"TLS handshake", frames[0][1])
+            self.assertNotIn(b"400 Bad Request", frames[0][1])
+            self.assertEqual(close_code(frames), 1000)
+
     def test_binary_client_messages(self):
         w = self.ws(binary=True)
         w.connect()
