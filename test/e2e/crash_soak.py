@@ -35,8 +35,9 @@ the kill, these run at once, each on its own connection:
 
 Then eftd is checked to be still running, killed with SIGKILL, and checked
 to have died of it; the workers read until their connections end, and the
-round must have made progress (RECEIPTs for SENDs, ACK RECEIPTs, RPC
-replies, durable and auto deliveries all > 0).  After the restart the
+round must have made progress: ACK RECEIPTs, RPC replies, durable and auto
+deliveries all > 0, and RECEIPTs for at least a tenth of the SENDs the
+producers aimed at (--rate).  After the restart the
 checker subscribes to the four queues and claims the durable subscription
 and takes everything, and:
 
@@ -70,8 +71,8 @@ are expected.  If eftd exits on its own the soak fails.
 
 Every --rss-every seconds eftd's VmRSS and, from /metrics,
 eft_messages_queued and eft_journal_bytes go to rss.csv; before each kill its
-VmHWM (the incarnation's peak, reached while it read the journal back) is
-noted.  RSS is judged flat if the highest sample of the last third of the
+VmHWM (the incarnation's peak, reached while it read the journal back: it
+maps the journal's files, so their pages count) is noted.  RSS is judged flat if the highest sample of the last third of the
 rounds is at most the highest of the first third plus --rss-slack-pct
 percent and --rss-slack-mb MiB.  Each incarnation starts afresh, so this
 catches memory that grows with the run (what the journal brings back); a
@@ -394,11 +395,10 @@ class Producer(Worker):
             else:
                 seq = self.window(seq, codes, weights)
             next_at += (seq - before) / self.r.rate
-            delay = next_at - time.time()
-            if delay > 0:
-                time.sleep(min(delay, 1.0))
-            elif delay < -1:
+            if next_at < time.time() - 1:
                 next_at = time.time()  # behind: do not burst to catch up
+            while time.time() < next_at and self.running() and not self.r.killed.is_set():
+                time.sleep(min(next_at - time.time(), 0.2))
 
     def send(self, mid, code, extra):
         return harness.frame("SEND", [("destination", DESTS[code]), ("persistent", "true"),
@@ -955,7 +955,8 @@ class Soak:
                 self.scan_log()
                 if self.report.n_violations:
                     break
-                if time.time() >= end or round_no >= max_rounds:
+                # a round starts only if it can run its shortest length
+                if time.time() + a.kill_every[0] > end or round_no >= max_rounds:
                     rc = self.eftd.stop()
                     clean_stop = rc
                     if rc != 0:
@@ -963,7 +964,7 @@ class Soak:
                                               % harness.exit_status(rc))
                     self.scan_log()
                     break
-                ledger = self.one_round(round_no)
+                ledger = self.one_round(round_no, end)
                 round_no += 1
         except Exception as e:  # noqa: BLE001 - a failure of the soak itself fails it
             self.report.violation("%s: %s" % (type(e).__name__, e))
@@ -975,12 +976,14 @@ class Soak:
             self.rounds_csv.close()
         return self.summary(round_no, clean_stop)
 
-    def one_round(self, round_no):
-        """Workers until a kill -9 at a random moment; returns the round's ledger."""
+    def one_round(self, round_no, end):
+        """Workers until a kill -9 at a random moment (not after the end of
+        the run, unless the shortest round would); returns the round's ledger."""
         a = self.a
         ledger = Ledger(round_no, self.report, a.ledger_max)
         started = time.time()
-        kill_at = started + self.rnd.uniform(*a.kill_every)
+        kill_at = started + min(self.rnd.uniform(*a.kill_every),
+                                max(end - started, a.kill_every[0]))
         rnd_ = Round(round_no, self.eftd.port, ledger, self.report, a.rate, kill_at + GRACE)
         threads = workers(rnd_, self.rnd)
         for t in threads:
@@ -1029,6 +1032,13 @@ class Soak:
         if idle and not died and not rnd_.errors:
             self.report.violation("round %d: no progress in %.0f s: none of %s"
                                   % (round_no, ran, ", ".join(idle)))
+        # and the producers got at least a tenth of what they asked for
+        aimed = 3 * a.rate * (kill_at - started)
+        if rnd_.n["receipted SENDs"] < 0.1 * aimed and not died and not rnd_.errors:
+            self.report.violation("round %d: %d SENDs got a RECEIPT in %.0f s, less than a tenth "
+                                  "of the %.0f the producers aimed at"
+                                  % (round_no, rnd_.n["receipted SENDs"], kill_at - started,
+                                     aimed))
         self.round_stats = (started - self.t0, ran, self.round_rss, peak, rnd_.n)
         self.say("round %d: %s after %.0f s; %d sent, %d with a RECEIPT, %d ACKed with a RECEIPT, "
                  "%d aborted, %d deliveries (%d redelivered, %d durable), %d RPC replies; "
