@@ -118,7 +118,8 @@ DURABLE = [("durable", "true"), ("auto-delete", "false")]  # RabbitMQ's dialect
 SEND_MIX = [("qi", 32), ("qc", 20), ("qa", 20), ("qp", 3), ("t", 25)]
 
 # A connection that ends: expected once the kill is sent, a failure before.
-GONE = (Closed, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+GONE = (Closed, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+        ConnectionRefusedError)
 
 MAX_VIOLATIONS_KEPT = 200     # the first ones are printed; all are counted
 GRACE = 60                    # seconds a worker may outlive the kill time
