@@ -267,8 +267,6 @@ class Ledger:
                     self.report.violation(where + ": delivered again without redelivered:true")
                     self.n["duplicates"] += 1
                 f |= self.UNFLAGGED
-            elif f & self.SEEN:
-                self.n["redelivered again"] += 1
             self.n["deliveries"] += 1
             self.n["redelivered"] += redelivered
             f |= self.SEEN
@@ -1101,9 +1099,9 @@ class Soak:
             "messages), %d ACKed with a RECEIPT"
             % (t["sent"], t["receipted"], t["transactions committed"],
                t["transactions aborted"], t["aborted"], t["acked"]),
-            "  deliveries: %d during rounds (%d with redelivered:true, %d of them again), "
-            "%d durable, %d auto, %d NACKs"
-            % (t["deliveries"], t["redelivered"], t["redelivered again"],
+            "  deliveries: %d during rounds (%d with redelivered:true), %d durable, %d auto, "
+            "%d NACKs"
+            % (t["deliveries"], t["redelivered"],
                t["durable deliveries"], t["auto deliveries"], t["NACKs"]),
             "  after restarts: %d drained (%d from the durable subscription, %d redelivered, "
             "%d never handed out from %s), %d auto-ack deliveries cut by a kill"
