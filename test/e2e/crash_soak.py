@@ -1038,7 +1038,8 @@ class Soak:
                                   "of the %.0f the producers aimed at"
                                   % (round_no, rnd_.n["receipted SENDs"], kill_at - started,
                                      aimed))
-        self.round_stats = (started - self.t0, ran, self.round_rss, peak, rnd_.n)
+        self.round_stats = (started - self.t0, ran, self.round_rss, peak, rnd_.n,
+                            collections.Counter(ledger.n))
         self.say("round %d: %s after %.0f s; %d sent, %d with a RECEIPT, %d ACKed with a RECEIPT, "
                  "%d aborted, %d deliveries (%d redelivered, %d durable), %d RPC replies; "
                  "eftd RSS at most %.1f MB (VmHWM %s)"
@@ -1050,11 +1051,11 @@ class Soak:
         return ledger
 
     def round_row(self, ledger, checked):
-        started, ran, rss, peak, n = self.round_stats
+        started, ran, rss, peak, n, led = self.round_stats   # led: before the check
         self.rounds_csv.write("%d,%.0f,%.1f,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d\n" % (
-            ledger.round, started, ran, rss, peak or "", ledger.n["sent"], ledger.n["receipted"],
-            ledger.n["acked"], ledger.n["aborted"], ledger.n["deliveries"],
-            ledger.n["redelivered"], n["RPC replies"], n["durable deliveries"],
+            ledger.round, started, ran, rss, peak or "", led["sent"], led["receipted"],
+            led["acked"], led["aborted"], led["deliveries"],
+            led["redelivered"], n["RPC replies"], n["durable deliveries"],
             checked["drained"], checked["lost"], checked["auto cut by the kill"],
             len(ledger.flags)))
         self.rounds_csv.flush()
