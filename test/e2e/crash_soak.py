@@ -966,7 +966,14 @@ class Soak:
                 ledger = self.one_round(round_no, end)
                 round_no += 1
         except Exception as e:  # noqa: BLE001 - a failure of the soak itself fails it
-            self.report.violation("%s: %s" % (type(e).__name__, e))
+            self.report.violation("round %d: %s: %s" % (round_no, type(e).__name__, e))
+            # e.g. the checker's connection closed: did eftd die meanwhile?
+            if self.eftd.proc is not None and self.eftd.proc.poll() is not None \
+                    and self.eftd.proc.returncode != -signal.SIGKILL and self.died is None:
+                self.died = ("round %d: eftd is not running: %s (log: %s)"
+                             % (round_no, harness.exit_status(self.eftd.proc.returncode),
+                                self.eftd.log_path))
+                self.report.violation(self.died)
         finally:
             if self.eftd.alive():
                 self.eftd.proc.kill()
