@@ -13,15 +13,18 @@ promised:
 - a message a consumer had before arrives again only with redelivered:true.
 
 The checker acknowledges what it drained, so each round starts from a known
-state.  Run standalone (`make crash-test`: 50 rounds) or through
-test_durable's short run.
+state.  eftd must still be running when it is killed and must die of the
+SIGKILL; a client that gets an ERROR frame, or loses its connection before
+the kill, fails the test (only the kill may end connections), and the logs
+of a failed run are kept.  Run standalone (`make crash-test`: 50 rounds) or
+through test_durable's short run.  test/e2e/crash_soak.py is the long form
+(make crash-soak).
 
     crash_test.py [ROUNDS] [SEED]"""
 
 import os
 import random
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -31,6 +34,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Broker, Closed, RawClient, SLOW, subscribe  # noqa: E402
+
+# How a connection ends when eftd is killed (or a client connects after it was).
+GONE = (Closed, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+        ConnectionRefusedError)
 
 QUEUE = "/queue/crash"
 TOPIC = "/topic/crash"
@@ -54,11 +61,30 @@ class Ledger:
         self.ack_sent = set()    # ACK sent (it may or may not have been applied)
         self.seen = set()        # handed to some consumer at least once
         self.sent = 0
+        self.errors = []         # what went wrong in a client while eftd ran
 
 
-def producer(port, ledger, rnd, tag, stop):
-    c = RawClient(port, timeout=5)
+def client_failed(ledger, killed, who, e):
+    """A client thread ended with e: expected if eftd was killed and e is the
+    connection ending, a failure otherwise (an ERROR frame, a timeout, a
+    connection lost while eftd ran)."""
+    if killed.is_set() and isinstance(e, GONE):
+        return
+    with ledger.lock:
+        ledger.errors.append("%s: %s: %s" % (who, type(e).__name__, e))
+
+
+def expect_receipt(c):
+    f = c.read_frame()
+    if f.command != "RECEIPT":
+        raise AssertionError("expected a RECEIPT, got %r" % f)
+    return f
+
+
+def producer(port, ledger, rnd, tag, stop, killed):
+    c = None
     try:
+        c = RawClient(port, timeout=5)
         c.connect()
         n = 0
         while not stop.is_set():
@@ -78,7 +104,7 @@ def producer(port, ledger, rnd, tag, stop):
                     (ledger.maybe if commit else ledger.aborted).update(bodies)
                 c.send_frame("COMMIT" if commit else "ABORT",
                              [("transaction", tx), ("receipt", "tx")])
-                f = c.expect("RECEIPT")
+                expect_receipt(c)
                 if commit:
                     with ledger.lock:
                         ledger.promised.update(bodies)
@@ -93,32 +119,37 @@ def producer(port, ledger, rnd, tag, stop):
             c.send(b"".join(harness.frame("SEND", [("destination", dest), ("persistent", "true"),
                                                    ("receipt", b)], b) for b in bodies))
             for _ in bodies:
-                f = c.expect("RECEIPT")
+                f = expect_receipt(c)
                 with ledger.lock:
                     ledger.promised.add(f["receipt-id"])
                     ledger.maybe.discard(f["receipt-id"])
                     ledger.sent += 1
-    except (Closed, OSError, AssertionError):
-        pass  # eftd was killed
+    except Exception as e:  # noqa: BLE001 - each is judged, none is dropped
+        client_failed(ledger, killed, tag, e)
     finally:
-        c.close()
+        if c is not None:
+            c.close()
 
 
-def consumer(port, ledger, rnd, stop, dest):
-    c = RawClient(port, timeout=5)
+def consumer(port, ledger, rnd, stop, dest, killed):
+    c = None
     try:
+        c = RawClient(port, timeout=5)
         c.connect()
         c.send_frame("SUBSCRIBE", [("destination", dest), ("id", "dur" if dest == TOPIC else "c"),
                                    ("ack", "client-individual"), ("prefetch-count", "50")] +
                      (DURABLE if dest == TOPIC else []))
         while not stop.is_set():
-            f = c.read_frame(2)
+            try:
+                f = c.read_frame(0.5)
+            except socket.timeout:
+                continue
             if f.command == "RECEIPT":
                 with ledger.lock:
                     ledger.acked.add(f["receipt-id"])
                 continue
             if f.command != "MESSAGE":
-                continue
+                raise AssertionError("unexpected %r" % f)
             body = f.body.decode()
             with ledger.lock:
                 ledger.seen.add(body)
@@ -126,10 +157,11 @@ def consumer(port, ledger, rnd, stop, dest):
                 with ledger.lock:
                     ledger.ack_sent.add(body)
                 c.send_frame("ACK", [("id", f["ack"]), ("receipt", body)])
-    except (Closed, OSError, AssertionError):
-        pass
+    except Exception as e:  # noqa: BLE001
+        client_failed(ledger, killed, "consumer of " + dest, e)
     finally:
-        c.close()
+        if c is not None:
+            c.close()
 
 
 def check(port, ledger, round_no):
@@ -199,6 +231,7 @@ def run(rounds, seed, log=print):
     ledger = Ledger()
     brokers = []
     totals = {"kills": 0, "sent": 0, "drained": 0, "durable": 0}
+    passed = False
     try:
         for r in range(rounds + 1):
             b = Broker(config="fsync = always\n", args=["--data-dir", data])
@@ -208,38 +241,54 @@ def run(rounds, seed, log=print):
             totals["drained"] += drained
             totals["durable"] += durable
             if r == rounds:
-                b.stop()
+                rc = b.stop()
+                if rc != 0:
+                    raise AssertionError("eftd did not stop cleanly after the last check: %s"
+                                         % harness.exit_status(rc))
                 break
-            stop = threading.Event()
+            stop, killed = threading.Event(), threading.Event()
             threads = [threading.Thread(target=producer, args=(b.port, ledger,
                                                                random.Random(rnd.random()),
-                                                               "r%dp%d" % (r, i), stop))
+                                                               "r%dp%d" % (r, i), stop, killed))
                        for i in range(2)]
             for dest in (QUEUE, TOPIC):
                 threads.append(threading.Thread(target=consumer, args=(
-                    b.port, ledger, random.Random(rnd.random()), stop, dest)))
+                    b.port, ledger, random.Random(rnd.random()), stop, dest, killed)))
             for t in threads:
                 t.start()
             time.sleep(rnd.uniform(0.05, 1.0) * SLOW)
-            b.proc.send_signal(signal.SIGKILL)
-            b.proc.wait(timeout=10)
+            killed.set()
+            harness.kill9(b.proc)   # it must still run, and die of this
             stop.set()
             for t in threads:
                 t.join(timeout=15)
+                if t.is_alive():
+                    raise AssertionError("round %d: a client still runs 15 s after the kill" % r)
             b.cleanup()
+            if ledger.errors:
+                raise AssertionError("round %d: %s" % (r, "; ".join(ledger.errors[:5])))
             totals["kills"] += 1
         totals["sent"] = ledger.sent
+        if rounds and not (ledger.sent and ledger.acked and totals["drained"]):
+            raise AssertionError("no progress: %d SENDs with a RECEIPT, %d ACKs with a RECEIPT, "
+                                 "%d drained after restarts" % (ledger.sent, len(ledger.acked),
+                                                                totals["drained"]))
         log("crash test: %d kill -9 rounds, %d messages with a RECEIPT, %d drained after "
             "restarts (%d of them from the durable subscription), %d acknowledged, seed %s: "
             "every promise kept" % (totals["kills"], ledger.sent, totals["drained"],
                                     totals["durable"], len(ledger.acked), seed))
+        passed = True
         return totals
     finally:
         for b in brokers:
             b.kill()
-            if b.log_path and os.path.exists(b.log_path):
+            if passed and b.log_path and os.path.exists(b.log_path):
                 os.unlink(b.log_path)
-        shutil.rmtree(data, True)
+        if passed:
+            shutil.rmtree(data, True)
+        else:
+            log("crash test: kept the data directory %s and eftd's logs %s"
+                % (data, " ".join(b.log_path for b in brokers if b.log_path)))
 
 
 if __name__ == "__main__":
@@ -247,6 +296,6 @@ if __name__ == "__main__":
     seed = sys.argv[2] if len(sys.argv) > 2 else str(int(time.time()))
     try:
         run(rounds, seed)
-    except AssertionError as e:
-        print("crash test FAILED (seed %s): %s" % (seed, e))
+    except (AssertionError, Closed, OSError) as e:
+        print("crash test FAILED (seed %s): %s: %s" % (seed, type(e).__name__, e))
         sys.exit(1)

@@ -171,6 +171,32 @@ class RssSampler(threading.Thread):
         return max((r for t, r in self.samples if t >= since), default=0)
 
 
+def kill9(proc, what="eftd"):
+    """kill -9 a process that must still be running, and check that SIGKILL
+    is what ended it: a crash test that kills a process which had already
+    died (or that then exits some other way) must not pass as a kill."""
+    rc = proc.poll()
+    if rc is not None:
+        raise AssertionError("%s was no longer running when it was to be killed: %s"
+                             % (what, exit_status(rc)))
+    proc.send_signal(signal.SIGKILL)
+    rc = proc.wait(timeout=10)
+    if rc != -signal.SIGKILL:
+        raise AssertionError("%s did not die of the kill -9: %s" % (what, exit_status(rc)))
+
+
+def exit_status(rc):
+    """A Popen returncode in words."""
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            return "killed by %s" % signal.Signals(-rc).name
+        except ValueError:
+            return "killed by signal %d" % -rc
+    return "exit status %d" % rc
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
