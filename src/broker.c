@@ -252,6 +252,9 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
 	trim_init(&b->trim, 0);
+	if (b->trim.anon_base == 0)
+		log_warn("cannot read /proc/self/statm: memory freed after a burst stays with malloc, "
+		    "not given back to the system");
 	struct timeval tick = { 0, TRIM_TICK_MS * 1000 };
 	b->trim_ev = event_new(base, -1, EV_PERSIST, trim_tick_cb, b);
 	if (b->trim_ev == NULL || event_add(b->trim_ev, &tick) != 0)
