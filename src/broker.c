@@ -17,6 +17,7 @@
 #include "eft/lifetime.h"
 #include "eft/log.h"
 #include "eft/store.h"
+#include "eft/trim.h"
 
 /* ---- output flushing ---- */
 
@@ -100,6 +101,28 @@ broker_memory_full(struct broker *b)
 		    b->max_memory >> 20);
 	}
 	return true;
+}
+
+/* ---- memory given back after a burst (trim.h) ---- */
+
+/* Often enough that memory is back within about a second of a drain, and
+ * that a long drain's malloc_trim calls come in steps of about
+ * TRIM_WHILE_FALLING_BYTES; a look costs a comparison, and a read of
+ * /proc/self/statm only when message memory has fallen. */
+#define TRIM_TICK_MS 100
+
+static void
+trim_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	struct trim *t = &b->trim;
+	size_t held = b->msg_pool.live_bytes + b->msg_pool.bytes;
+	if (trim_tick(t, held))
+		log_debug("memory: malloc_trim took %.1f ms; anonymous RSS %zu MB, was %zu MB; "
+		    "message memory %zu MB", t->ms, t->anon_after >> 20, t->anon_before >> 20,
+		    held >> 20);
 }
 
 /* ---- the journal ---- */
@@ -225,6 +248,14 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 	b->started_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
+	trim_init(&b->trim, 0);
+	if (b->trim.anon_base == 0)
+		log_warn("cannot read /proc/self/statm: memory freed after a burst stays with malloc, "
+		    "not given back to the system");
+	struct timeval tick = { 0, TRIM_TICK_MS * 1000 };
+	b->trim_ev = event_new(base, -1, EV_PERSIST, trim_tick_cb, b);
+	if (b->trim_ev == NULL || event_add(b->trim_ev, &tick) != 0)
+		return -1;
 	b->be_events = (struct backend_events){
 		.arg = b,
 		.kept = backend_kept,
@@ -247,6 +278,8 @@ broker_fini(struct broker *b)
 		event_free(b->expiry_ev);
 	if (b->expiry_more_ev)
 		event_free(b->expiry_more_ev);
+	if (b->trim_ev)
+		event_free(b->trim_ev);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 }

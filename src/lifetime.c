@@ -29,8 +29,8 @@
 #define EXPIRY_CHUNK 1024
 #define EXPIRY_TURN_US 2000
 /* What they free goes back to the message pool and malloc, for the next
- * messages; not to the system (malloc_trim after a million took 28 ms, a
- * stall that grows with what was freed). */
+ * messages, and beyond message-cache to the system after a while, as after
+ * any burst (trim.h): never here, in the middle of it. */
 
 _Static_assert(STAT_DROP_OVERFLOW == STAT_DROP_EXPIRED + DEATH_OVERFLOW,
     "broker.h's dropped reasons follow dest.h's deaths");

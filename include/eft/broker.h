@@ -22,6 +22,7 @@
 #include "eft/frame.h"
 #include "eft/msg.h"
 #include "eft/sub.h"
+#include "eft/trim.h"
 
 struct event_base;
 struct event;
@@ -84,6 +85,8 @@ struct broker {
 	size_t durables;                     /* durable subscriptions (durable.c) */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
+	struct trim trim;                    /* memory given back after a burst (trim.h) */
+	struct event *trim_ev;               /* ... looked at every 0.1 s */
 	/* Where queue messages are kept besides memory (backend.h): the
 	 * journal or the cluster, or NULL.  backend points at be when on. */
 	const struct backend *backend;
