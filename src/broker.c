@@ -89,18 +89,64 @@ broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl)
 
 #define PAUSE_CHECK_MS 50
 
+/* Under a load that keeps reaching max-memory the alarm starts and ends
+ * about once a second: its first start is logged in full, then a count at
+ * most once a minute (issue 23). */
+#define MEMORY_LOG_MS 60000
+
+static void
+log_memory_summary(const struct broker *b, uint64_t times, uint64_t since_ms)
+{
+	log_warn("memory limit reached %llu more time%s in the last %llu s (producers waited each "
+	    "time until message memory was below 90%% of max-memory); %zu MB held by messages, "
+	    "max-memory %zu MB", (unsigned long long)times, times == 1 ? "" : "s",
+	    (unsigned long long)(since_ms / 1000), b->msg_pool.live_bytes >> 20, b->max_memory >> 20);
+}
+
+/* Out of line: broker_memory_full runs for every SEND. */
+static __attribute__((noinline, cold)) void
+memory_alarm_start(struct broker *b)
+{
+	b->memory_alarm = true;
+	uint64_t now = broker_now_ms(b);
+	uint64_t times = 0, since_ms = now - b->memory_log.last_ms;
+	switch (log_every_event(&b->memory_log, now, &times)) {
+	case LOG_EVERY_FULL:
+		log_warn("memory limit reached: %zu MB held by messages (max-memory %zu MB); "
+		    "producers wait until consumers drain it", b->msg_pool.live_bytes >> 20,
+		    b->max_memory >> 20);
+		b->memory_told = true;
+		break;
+	case LOG_EVERY_SUMMARY:
+		log_memory_summary(b, times, since_ms);
+		break;
+	case LOG_EVERY_QUIET:
+		break;
+	}
+}
+
 bool
 broker_memory_full(struct broker *b)
 {
 	if (b->msg_pool.live_bytes < b->max_memory)
 		return false;
-	if (!b->memory_alarm) {
-		b->memory_alarm = true;
-		log_warn("memory limit reached: %zu MB held by messages (max-memory %zu MB); "
-		    "producers wait until consumers drain it", b->msg_pool.live_bytes >> 20,
-		    b->max_memory >> 20);
-	}
+	if (!b->memory_alarm)
+		memory_alarm_start(b);
 	return true;
+}
+
+bool
+broker_memory_alarm(struct broker *b)
+{
+	size_t limit = b->max_memory;
+	if (b->memory_alarm && b->msg_pool.live_bytes < limit - limit / 10) {
+		b->memory_alarm = false;
+		if (b->memory_told)
+			log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
+			    b->msg_pool.live_bytes >> 20);
+		b->memory_told = false;
+	}
+	return b->memory_alarm;
 }
 
 /* ---- memory given back after a burst (trim.h) ---- */
@@ -117,6 +163,11 @@ trim_tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct broker *b = arg;
+	/* The memory alarm's count, when a load stopped reaching the limit. */
+	uint64_t now = broker_now_ms(b), since_ms = now - b->memory_log.last_ms;
+	uint64_t flaps = log_every_due(&b->memory_log, now);
+	if (flaps > 0)
+		log_memory_summary(b, flaps, since_ms);
 	struct trim *t = &b->trim;
 	size_t held = b->msg_pool.live_bytes + b->msg_pool.bytes;
 	if (trim_tick(t, held))
@@ -248,6 +299,7 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 	b->started_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
 	msg_pool_init(&b->msg_pool, cfg->message_cache);
 	b->max_memory = cfg->max_memory ? cfg->max_memory : broker_default_memory();
+	b->memory_log.interval_ms = MEMORY_LOG_MS;
 	trim_init(&b->trim, 0);
 	if (b->trim.anon_base == 0)
 		log_warn("cannot read /proc/self/statm: memory freed after a burst stays with malloc, "

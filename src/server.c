@@ -119,11 +119,7 @@ server_paused_count(const struct broker *b)
 void
 server_check_paused(struct broker *b)
 {
-	if (b->memory_alarm && below(b->msg_pool.live_bytes, b->max_memory)) {
-		b->memory_alarm = false;
-		log_info("memory below 90%% of max-memory again (%zu MB): producers resume",
-		    b->msg_pool.live_bytes >> 20);
-	}
+	broker_memory_alarm(b); /* ends it when it is over */
 	broker_pressure(b); /* ends a backend's alarm when it is over */
 	/* Take the list: resuming runs buffered frames, which may pause again. */
 	struct conn *list = b->set->paused;

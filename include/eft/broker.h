@@ -81,6 +81,8 @@ struct broker {
 	struct msg_pool msg_pool;
 	size_t max_memory;                   /* message memory above which producers wait */
 	bool memory_alarm;                   /* above max_memory, until below 90% of it */
+	bool memory_told;                    /* ... this alarm was logged: log its end too */
+	struct log_every memory_log;         /* "memory limit reached": first, then a count */
 	struct auth *auth;                   /* users file, or NULL: anyone may connect */
 	size_t durables;                     /* durable subscriptions (durable.c) */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
@@ -151,5 +153,8 @@ void broker_set_backend(struct broker *b, const struct backend_ops *ops, void *i
 
 /* Is message memory over max-memory?  (Logs the alarm when it starts.) */
 bool broker_memory_full(struct broker *b);
+/* Ends the memory alarm once message memory is below 90% of max-memory;
+ * true while it lasts. */
+bool broker_memory_alarm(struct broker *b);
 
 #endif

@@ -576,6 +576,36 @@ class MemoryLimitTest(BrokerTest):
         self.assertIn("producers resume", log)
         self.assertEqual(log.count("memory limit reached"), 1, log[-3000:])
 
+    def test_memory_limit_reached_again_and_again_is_logged_once(self):
+        # issue 23: under a load that keeps reaching max-memory, the first is
+        # logged in full; the next ones only as a count, at most once a minute
+        wait_log_quiet(self.broker)
+        p = self.client()
+        seq = 0
+        for cycle in range(3):
+            # 2000 messages of 1000 bytes do not fit in 2 MB: the producer waits
+            t = send_in_background(p, seq_frames("/queue/memflap", seq, 2000, 1000,
+                                                 receipt_every=1, prefix="c%d-" % cycle))
+            got = collect_receipts(p, idle=0.5)
+            self.assertLess(len(got), 2000, "cycle %d: max-memory did not pause" % cycle)
+            # a consumer takes them all, which frees the memory: the rest come
+            c = self.client()
+            subscribe(c, "/queue/memflap")
+            r = Reader(c, 2000)
+            r.start()
+            r.finish(30)
+            self.assertEqual(r.seqs, list(range(seq, seq + 2000)))
+            got += collect_receipts(p, idle=1.0)
+            self.assertEqual(len(got), 2000, "cycle %d" % cycle)
+            t.join(5)
+            self.assertEqual(t.errors, [])
+            c.close()
+            seq += 2000
+        log = self.broker.read_log()
+        self.assertIn("memory limit reached", log)
+        self.assertEqual(log.count("memory limit reached:"), 1, log[-3000:])
+        self.assertLessEqual(log.count("producers resume"), 1, log[-3000:])
+
 
 # ---- prefetch --------------------------------------------------------------
 
