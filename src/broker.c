@@ -151,14 +151,15 @@ broker_memory_alarm(struct broker *b)
 
 /* ---- memory given back after a burst (trim.h) ---- */
 
-/* Often enough that memory is back within about a second of a drain, and
+/* Memory's housekeeping: the memory alarm's count, and malloc_trim.
+ * Often enough that memory is back within about a second of a drain, and
  * that a long drain's malloc_trim calls come in steps of about
  * TRIM_WHILE_FALLING_BYTES; a look costs a comparison, and a read of
  * /proc/self/statm only when message memory has fallen. */
-#define TRIM_TICK_MS 100
+#define MEMORY_TICK_MS 100
 
 static void
-trim_tick_cb(evutil_socket_t fd, short what, void *arg)
+memory_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -304,9 +305,9 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 	if (b->trim.anon_base == 0)
 		log_warn("cannot read /proc/self/statm: memory freed after a burst stays with malloc, "
 		    "not given back to the system");
-	struct timeval tick = { 0, TRIM_TICK_MS * 1000 };
-	b->trim_ev = event_new(base, -1, EV_PERSIST, trim_tick_cb, b);
-	if (b->trim_ev == NULL || event_add(b->trim_ev, &tick) != 0)
+	struct timeval tick = { 0, MEMORY_TICK_MS * 1000 };
+	b->memory_ev = event_new(base, -1, EV_PERSIST, memory_tick_cb, b);
+	if (b->memory_ev == NULL || event_add(b->memory_ev, &tick) != 0)
 		return -1;
 	b->be_events = (struct backend_events){
 		.arg = b,
@@ -330,8 +331,8 @@ broker_fini(struct broker *b)
 		event_free(b->expiry_ev);
 	if (b->expiry_more_ev)
 		event_free(b->expiry_more_ev);
-	if (b->trim_ev)
-		event_free(b->trim_ev);
+	if (b->memory_ev)
+		event_free(b->memory_ev);
 	msg_pool_drain(&b->msg_pool);
 	auth_free(b->auth);
 }

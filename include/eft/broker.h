@@ -88,7 +88,7 @@ struct broker {
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
 	struct trim trim;                    /* memory given back after a burst (trim.h) */
-	struct event *trim_ev;               /* ... looked at every 0.1 s */
+	struct event *memory_ev;             /* trim and the alarm's count, every 0.1 s */
 	/* Where queue messages are kept besides memory (backend.h): the
 	 * journal or the cluster, or NULL.  backend points at be when on. */
 	const struct backend *backend;

@@ -151,7 +151,7 @@ ws_response(const char *p, size_t len, const char *key, size_t *used, char *why,
 	if (memcmp(sp + 1, "101", 3) != 0) {
 		excerpt(ex, sizeof(ex), sp + 1, (size_t)(end - sp - 1));
 		snprintf(why, whylen, "the broker answered \"%s\", not 101 Switching Protocols "
-		    "(is --ws-path right?)", ex);
+		    "(is --ws-path right, and the port a WebSocket one?)", ex);
 		return WS_BAD;
 	}
 
