@@ -27,9 +27,9 @@
  *     IMAGE/names/    the synced directory: hard links to IMAGE/files/N
  *
  * It intercepts what eftd calls on its data files (nm -D build/eftd):
- * open, openat, write, pwrite, writev, pwritev, ftruncate, truncate, fsync,
- * fdatasync and close; mmap only to refuse a writable shared mapping of a
- * data file.  sync_file_range makes nothing durable and is let through.
+ * open, openat (and their 64 and _FORTIFY_SOURCE names), write, pwrite,
+ * writev, pwritev, ftruncate, truncate, fsync, fdatasync and close; mmap
+ * only to refuse a writable shared mapping of a data file.  sync_file_range makes nothing durable and is let through.
  * Anything it cannot model (a data file on a descriptor above its table, a
  * file it did not see made) stops eftd with a line on stderr saying so: a
  * test must fail rather than cut the power wrongly.  eftd's journal runs
@@ -366,6 +366,31 @@ openat64(int dirfd, const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	return open_common(dirfd, path, flags, mode, true);
+}
+
+/* What a _FORTIFY_SOURCE build calls for an open without O_CREAT. */
+int
+__open_2(const char *path, int flags)
+{
+	return open_common(AT_FDCWD, path, flags, 0, false);
+}
+
+int
+__open64_2(const char *path, int flags)
+{
+	return open_common(AT_FDCWD, path, flags, 0, false);
+}
+
+int
+__openat_2(int dirfd, const char *path, int flags)
+{
+	return open_common(dirfd, path, flags, 0, true);
+}
+
+int
+__openat64_2(int dirfd, const char *path, int flags)
+{
+	return open_common(dirfd, path, flags, 0, true);
 }
 
 /* The data file open as fd, with the lock held; NULL (lock not held) if fd
