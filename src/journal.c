@@ -340,11 +340,22 @@ checkpoint_first(const struct journal *j)
 	return j->dirty ? j->synced_first : j->first;
 }
 
+/* Under fsync = no nothing else syncs until a new segment begins: a
+ * release waiting for a sync gets one with the next checkpoint (at most
+ * once a second), or the files it frees would stay, and max-disk with them
+ * (producers paused for room that never comes). */
+static bool
+release_needs_sync(const struct journal *j)
+{
+	return j->policy == JOURNAL_FSYNC_NO && j->first != checkpoint_first(j);
+}
+
 bool
 journal_checkpoint_wanted(const struct journal *j)
 {
-	return checkpoint_first(j) != j->ck.first || j->synced_seg != j->ck.synced_seg ||
-	    j->synced_off != j->ck.synced_off || j->oldest_file < j->ck.first;
+	return checkpoint_first(j) != j->ck.first || release_needs_sync(j) ||
+	    j->synced_seg != j->ck.synced_seg || j->synced_off != j->ck.synced_off ||
+	    j->oldest_file < j->ck.first;
 }
 
 int
@@ -352,6 +363,8 @@ journal_checkpoint(struct journal *j, uint64_t now_ms, uint64_t mark, bool force
 {
 	if (!force && (now_ms - j->ck_ms < JOURNAL_CHECKPOINT_MS || !journal_checkpoint_wanted(j)))
 		return 0;
+	if (release_needs_sync(j) && journal_sync(j) != 0)
+		return -1;
 	if (checkpoint_first(j) != j->ck.first || j->synced_seg != j->ck.synced_seg ||
 	    j->synced_off != j->ck.synced_off || j->ck_fd < 0 || force) {
 		struct journal_checkpoint ck = {

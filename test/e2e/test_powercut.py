@@ -33,7 +33,8 @@ back.  And by policy:
     0.1 s tick, so what was RECEIPTed before is on disk.  What was lost,
     and the age of the oldest lost RECEIPT, are printed;
   - no: the loss is printed, and some RECEIPTed SENDs must have been lost
-    in the 'drop' rounds (the journal syncs only when it begins a segment):
+    in the 'drop' rounds (the journal syncs only when it begins a segment,
+    or before a checkpoint that deletes segments):
     the check that the cut does drop what was not synced.
 Errors a client meets before the cut (an ERROR frame, a timeout, a closed
 connection) fail the round.
