@@ -77,6 +77,8 @@ struct client {
 	bool errored;               /* ERROR seen: nothing may follow */
 	bool closed;                /* eft shut its side: nothing more may come */
 	bool slow;                  /* never reads: output stays queued in eft */
+	bool http;                  /* answered as an HTTP client: nothing may follow */
+	bool heard;                 /* eft has sent this client something */
 	uint8_t *sent;              /* what the client sent; fed to eft up to `read` */
 	size_t nsent, read, cap;
 };
@@ -279,7 +281,22 @@ client_take_output(struct client *cl)
 	struct evbuffer *out = transport_mem_output(cl->t);
 	size_t len = evbuffer_get_length(out);
 	CHECK(!(cl->closed && len > 0), "%zu bytes sent after the connection was shut", len);
+	static const char http_answer[] = "HTTP/1.1 400 Bad Request\r\n";
+	if (len > 0 && !cl->heard &&
+	    len >= sizeof(http_answer) - 1 &&
+	    memcmp(evbuffer_pullup(out, sizeof(http_answer) - 1), http_answer,
+		sizeof(http_answer) - 1) == 0) {
+		/* A request line eftd took for HTTP ("GET ", "CONNECT " with
+		 * its space): the 400 answer is all it may send, and it
+		 * closes. */
+		CHECK(!cl->http, "a second HTTP answer");
+		cl->http = true;
+		CHECK(evbuffer_drain(out, len) == 0, "evbuffer_drain");
+		len = 0;
+	}
+	CHECK(!(cl->http && len > 0), "%zu bytes sent after the HTTP answer", len);
 	if (len > 0) {
+		cl->heard = true;
 		size_t avail;
 		char *space = parser_space(&cl->out, len, &avail);
 		CHECK(space != NULL, "parser_space failed");
@@ -308,8 +325,8 @@ client_take_output(struct client *cl)
 		cl->closed = true; /* all written: nothing more may come */
 	}
 	CHECK(!transport_mem_shut(cl->t) || cl->closed, "shut while not lingering");
-	if (cl->errored && cl->c != NULL)
-		CHECK(conn_is_closing(cl->c), "ERROR sent but the connection stays open");
+	if ((cl->errored || cl->http) && cl->c != NULL)
+		CHECK(conn_is_closing(cl->c), "ERROR or HTTP answer sent but the connection stays open");
 }
 
 /* The end of a loop turn: eft writes what it has, looks at paused
