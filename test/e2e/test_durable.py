@@ -458,11 +458,10 @@ class CrashLoopTest(unittest.TestCase):
         import crash_test
         rounds = int(os.environ.get("CRASH_ROUNDS", "5"))
         lines = []
+        # run() fails unless each round's eftd died of its kill -9 and each
+        # count reached its minimum (crash_test.minimums)
         totals = crash_test.run(rounds, os.environ.get("CRASH_SEED", "12"), log=lines.append)
         self.assertEqual(totals["kills"], rounds)
-        self.assertGreater(totals["sent"], 0)
-        self.assertGreater(totals["drained"], 0, lines)
-        self.assertGreater(totals["durable"], 0, lines)
 
 
 @TCP_ONLY
