@@ -455,19 +455,19 @@ class Broker:
             self.proc.send_signal(signal.SIGTERM)
         return self.ended(timeout)
 
-    def ended(self, timeout=10, killed=False):
+    def ended(self, timeout=10):
         """Wait for eftd, which a test has told to stop (SIGTERM, SIGINT), to
-        exit, and judge how: exit 0 (killed: SIGKILL) and no report in its
-        log.  If it does not exit within timeout seconds (x SLOW) it is
-        killed.  Raises AssertionError naming its log, which is kept, when
-        anything is wrong; returns the exit code."""
+        exit, and judge how: exit 0 and no report in its log.  If it does
+        not exit within timeout seconds (x SLOW) it is killed.  Raises
+        AssertionError naming its log, which is kept, when anything is
+        wrong; returns the exit code."""
         try:
             rc = self.proc.wait(timeout=timeout * SLOW)
         except subprocess.TimeoutExpired:
             self.kill()
             self.conclude(["eftd did not exit within %g s" % (timeout * SLOW)] +
                           report_problems(self.read_log()))
-        self.conclude(exit_problems(rc, self.read_log(), killed))
+        self.conclude(exit_problems(rc, self.read_log()))
         return rc
 
     def crash(self):
