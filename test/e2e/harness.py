@@ -250,6 +250,35 @@ def check_exit(rc, output, killed=False, where=None):
                              "; the end of its output:\n" + output[-4000:])
 
 
+def listening_ports(pid):
+    """The TCP ports process pid listens on, from /proc (its sockets'
+    inodes, found in the kernel's tables of listening sockets)."""
+    inodes = set()
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return set()
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
+                ports.add(int(field[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -421,9 +450,15 @@ class Broker:
                 self.judged = True  # said here, with the log
                 raise RuntimeError("eftd exited early (%s):\n%s"
                                    % (exit_status(self.proc.returncode), self.read_log()))
-            # Ready when every listener answers (eftd opens them in turn).
+            # Ready when every listener answers (eftd opens them in turn),
+            # and is eftd's: a port free_port() gave may be taken by another
+            # process meanwhile, and then answers for an eftd not started yet
+            # (valgrind's slow start makes that window seconds long).
             where = list(zip(self.listen, self.ports)) or [((self.transport, self.bind),
                                                            self.port)]
+            if not {port for _, port in where} <= listening_ports(self.proc.pid):
+                time.sleep(0.02)
+                continue
             try:
                 for (scheme, host), port in where:
                     with open_socket(port, host, timeout=1, tls=scheme in ("tls", "wss")):
