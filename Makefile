@@ -111,6 +111,14 @@ $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
 	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(WRAP_ALLOC) $^ $(LDLIBS) -lcmocka -o $@
 
+# The power-cut tests' LD_PRELOAD library (test/powercut/powercut.c, used by
+# test/e2e/test_powercut.py): the same plain flags in every build (under an
+# ASan eftd it is loaded after ASan's runtime, not instrumented itself).
+POWERCUT_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -fPIC -shared
+$(BUILD)/libpowercut.so: test/powercut/powercut.c
+	$(Q)mkdir -p $(dir $@)
+	$(QLD)$(CC) $(POWERCUT_CFLAGS) $< -ldl -lpthread -o $@
+
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/bench/*.d $(BUILD)/obj/tools/*.d)
 
 deps:
@@ -126,17 +134,17 @@ run: deps
 unit: $(UNIT_BINS)
 
 test: test-deps
-	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory all unit $(BUILD)/libpowercut.so
 	@BUILD=$(BUILD) test/run
 
 asan: test-deps
 	@$(MAKE) --no-print-directory BUILD=build-asan \
 	    OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	    LDFLAGS="-fsanitize=address,undefined" all unit
+	    LDFLAGS="-fsanitize=address,undefined" all unit build-asan/libpowercut.so
 	@BUILD=build-asan test/run
 
 valgrind: test-deps
-	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory all unit $(BUILD)/libpowercut.so
 	@BUILD=$(BUILD) EFTD_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" test/run e2e
 
 # kill -9 eftd at random moments under load, CRASH_ROUNDS times, and check

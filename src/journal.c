@@ -60,6 +60,7 @@ struct journal {
 	uint32_t synced_seg;     /* on disk (fdatasync done) up to here */
 	uint64_t synced_off;
 	uint32_t first;          /* the oldest segment still needed (released below it) */
+	uint32_t synced_first;   /* first as it was when the last sync began */
 	uint32_t oldest_file;    /* the oldest segment file that may still be there */
 	char error[PATH_MAX + 128];
 };
@@ -328,11 +329,33 @@ fail:
 	return 0;
 }
 
+/* The first segment a checkpoint may name.  A release counts only once
+ * what was written before it is synced: the copies compaction wrote of the
+ * live messages it moved, and the acknowledgements that emptied the
+ * segments.  Else a power cut after the checkpoint could take both the
+ * copies (not synced) and the originals (their segments deleted). */
+static uint32_t
+checkpoint_first(const struct journal *j)
+{
+	return j->dirty ? j->synced_first : j->first;
+}
+
+/* Under fsync = no nothing else syncs until a new segment begins: a
+ * release waiting for a sync gets one with the next checkpoint (at most
+ * once a second), or the files it frees would stay, and max-disk with them
+ * (producers paused for room that never comes). */
+static bool
+release_needs_sync(const struct journal *j)
+{
+	return j->policy == JOURNAL_FSYNC_NO && j->first != checkpoint_first(j);
+}
+
 bool
 journal_checkpoint_wanted(const struct journal *j)
 {
-	return j->first != j->ck.first || j->synced_seg != j->ck.synced_seg ||
-	    j->synced_off != j->ck.synced_off || j->oldest_file < j->ck.first;
+	return checkpoint_first(j) != j->ck.first || release_needs_sync(j) ||
+	    j->synced_seg != j->ck.synced_seg || j->synced_off != j->ck.synced_off ||
+	    j->oldest_file < j->ck.first;
 }
 
 int
@@ -340,11 +363,13 @@ journal_checkpoint(struct journal *j, uint64_t now_ms, uint64_t mark, bool force
 {
 	if (!force && (now_ms - j->ck_ms < JOURNAL_CHECKPOINT_MS || !journal_checkpoint_wanted(j)))
 		return 0;
-	if (j->first != j->ck.first || j->synced_seg != j->ck.synced_seg ||
+	if (release_needs_sync(j) && journal_sync(j) != 0)
+		return -1;
+	if (checkpoint_first(j) != j->ck.first || j->synced_seg != j->ck.synced_seg ||
 	    j->synced_off != j->ck.synced_off || j->ck_fd < 0 || force) {
 		struct journal_checkpoint ck = {
 			.seq = j->ck.seq + 1,
-			.first = j->first,
+			.first = checkpoint_first(j),
 			.synced_seg = j->synced_seg,
 			.synced_off = j->synced_off,
 			.mark_seg = j->seg,
@@ -831,6 +856,7 @@ journal_open(const char *dir, enum journal_fsync policy, bool recover, uint64_t 
 		goto fail;
 	}
 	j->first = j->oldest_file = st.first_segment ? st.first_segment : next;
+	j->synced_first = j->first;
 	free(segs);
 	free(info);
 	if (stats != NULL)
@@ -892,6 +918,7 @@ journal_sync(struct journal *j)
 {
 	if (!j->dirty)
 		return 0;
+	uint32_t first = j->first; /* released after what this sync covers was written */
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = fdatasync(j->fd);
@@ -914,6 +941,7 @@ journal_sync(struct journal *j)
 	j->dirty = false;
 	j->synced_seg = j->seg;
 	j->synced_off = j->seg_size;
+	j->synced_first = first;
 	return 0;
 }
 

@@ -47,7 +47,8 @@ trim_anon_rss(void)
 void
 trim_init(struct trim *t, size_t held)
 {
-	*t = (struct trim){ .anon_base = trim_anon_rss(), .held_base = held, .held_seen = held };
+	*t = (struct trim){ .anon_base = trim_anon_rss(), .held_base = held, .held_seen = held,
+	    .held_peak = held };
 }
 
 bool
@@ -73,6 +74,13 @@ trim_tick(struct trim *t, size_t held)
 {
 	bool falling = held < t->held_seen;
 	t->held_seen = held;
+	if (held > t->held_peak)
+		t->held_peak = held;
+	/* Less message memory freed than a trim's step cannot leave a step
+	 * unused: no /proc read for the small ups and downs of a steady load
+	 * (RPC, a queue that fills and empties by a few MB). */
+	if (t->held_peak - held < TRIM_AFTER_BYTES)
+		return false;
 	/* Only message memory that fell leaves memory unused: no /proc read
 	 * while it rises or stays (idle), but once more after it stopped
 	 * falling. */
@@ -89,6 +97,7 @@ trim_tick(struct trim *t, size_t held)
 	t->anon_after = trim_anon_rss();
 	t->anon_base = t->anon_after != 0 ? t->anon_after : anon;
 	t->held_base = held;
+	t->held_peak = held;
 	t->settling = false;
 	return true;
 }

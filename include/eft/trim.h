@@ -28,6 +28,7 @@ struct trim {
 	size_t anon_base;  /* anonymous resident memory after the last trim (or at start) */
 	size_t held_base;  /* message memory then */
 	size_t held_seen;  /* message memory at the last look */
+	size_t held_peak;  /* the most message memory since the last trim */
 	bool settling;     /* it fell at the last look: look again at the next */
 	/* The last trim, for the log: */
 	size_t anon_before, anon_after;
@@ -41,8 +42,9 @@ void trim_init(struct trim *t, size_t held);
  * memory fell since the last look. */
 bool trim_due(const struct trim *t, size_t anon, size_t held, bool falling);
 /* From a timer: if message memory fell since the last look (or at the
- * one before) and trim_due, malloc_trim, and true (t's last-trim figures
- * set).  Reads /proc/self/statm then (nothing if it cannot). */
+ * one before), by at least TRIM_AFTER_BYTES from its peak since the last
+ * trim, and trim_due, malloc_trim, and true (t's last-trim figures set).
+ * Reads /proc/self/statm then (nothing if it cannot). */
 bool trim_tick(struct trim *t, size_t held);
 /* The process's anonymous resident memory in bytes (RssAnon: resident
  * less file-backed and shared pages), or 0 if /proc cannot tell. */

@@ -397,10 +397,12 @@ class Broker:
     Each judges how eftd ended (exit_problems): anything but what the test
     meant fails it, and eftd's log is then kept and named."""
 
-    def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None):
+    def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None,
+                 env=None):
         """listen: a list of (scheme, host) for several listeners on free ports
         (self.ports, in order; self.port is the first's); else one listener
-        of the run's transport (or `transport`) on bind."""
+        of the run's transport (or `transport`) on bind.  env: variables
+        added to eftd's environment (LD_PRELOAD, for test_powercut)."""
         self.port = free_port()
         self.bind = bind
         self.config_text = config
@@ -408,6 +410,7 @@ class Broker:
         self.transport = transport or TRANSPORT
         self.listen = list(listen or [])
         self.ports = [self.port] + [free_port() for _ in self.listen[1:]]
+        self.env = dict(os.environ, **env) if env else None
         self.proc = None
         self.log_path = None
         self.config_path = None
@@ -443,7 +446,7 @@ class Broker:
             cmd += ["-c", self.config_path]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=self.env)
         deadline = time.time() + 10 * SLOW
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -598,9 +601,9 @@ class DataDirTest(unittest.TestCase):
             c.close()
         finish_all(self.brokers)
 
-    def start_on_data(self, config, args=(), data=None, listen=None):
+    def start_on_data(self, config, args=(), data=None, listen=None, env=None):
         """A started eftd with config's text, on data (self.data by default)."""
-        b = Broker(config=config, listen=listen,
+        b = Broker(config=config, listen=listen, env=env,
                    args=["--data-dir", data or self.data] + list(args))
         self.brokers.append(b)
         return b.start()

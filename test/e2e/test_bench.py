@@ -233,6 +233,7 @@ class FakeBroker:
         self.ws_socks = []
         self.error = error
         self.connections = connections     # stop listening after this many accepts
+        self.holder = None                 # ... and keep the port from others then
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind(("127.0.0.1", 0))
@@ -255,6 +256,8 @@ class FakeBroker:
         for t in self.threads:
             t.join(timeout=5)
         self.lsock.close()
+        if self.holder is not None:
+            self.holder.close()
 
     def accept_loop(self):
         deadline = time.monotonic() + 30 * SLOW
@@ -270,6 +273,13 @@ class FakeBroker:
             t.start()
             if self.connections is not None and len(self.threads) >= self.connections:
                 self.lsock.close()      # the broker is gone for whoever comes next
+                # The port stays bound, not listening: a connect is refused,
+                # and no other process's listener (port 0) can take it.
+                self.holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    self.holder.bind(("127.0.0.1", self.port))
+                except OSError:
+                    pass
                 return
 
     def serve(self, sock):

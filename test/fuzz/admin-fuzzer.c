@@ -27,6 +27,7 @@
 #include "eft/log.h"
 #include "eft/metrics.h"
 #include "eft/transport_mem.h"
+#include <event2/buffer.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -252,6 +253,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		p = line_end + 1;
 	}
 	check_metrics(b);
+	/* What the connection wrote may hold message bodies by reference:
+	 * let them go while the broker's message pool is still there (a real
+	 * transport writes them out or frees them with the connection). */
+	struct evbuffer *written = transport_mem_output(t);
+	evbuffer_drain(written, evbuffer_get_length(written));
 	server_free(b);
 	transport_mem_destroy(t);
 	return 0;

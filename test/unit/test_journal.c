@@ -684,6 +684,72 @@ test_released_segments_go_after_a_checkpoint(void **state)
 	journal_close(j);
 }
 
+/* A release counts in a checkpoint only after a sync of what was written
+ * before it (compaction's copies of the live messages): else a power cut
+ * after the checkpoint loses both the copies and, their segments deleted,
+ * the originals.  Found by test_powercut.py.  Under everysec the release
+ * waits for the next sync; under no, where that may never come, the
+ * checkpoint syncs first. */
+static void
+test_release_waits_for_the_sync_of_what_came_before(void **state)
+{
+	(void)state;
+	char err[600];
+	struct journal_checkpoint ck;
+	write_checkpointed(120, 512, true);
+	memset(&got, 0, sizeof(got));
+	struct journal_reader rd = { got_record, got_damage, got_mark, &got };
+	struct journal *j = journal_open(dir, JOURNAL_FSYNC_EVERYSEC, false, 512, &rd, NULL, err,
+	    sizeof(err));
+	assert_non_null(j);
+	assert_int_equal(journal_commit(j, 0), 0);
+	assert_int_equal(journal_checkpoint(j, 0, 0, true), 0);
+	/* Written (the copies), not synced; then released. */
+	add(j, 1, "record number 0, again");
+	assert_int_equal(journal_commit(j, 500), 0);
+	assert_true(journal_dirty(j));
+	journal_release(j, 3);
+	assert_false(journal_checkpoint_wanted(j));
+	assert_int_equal(journal_checkpoint(j, 600, 0, true), 0);
+	assert_int_equal(journal_checkpoint_read(dir, &ck, err, sizeof(err)), 1);
+	assert_int_equal(ck.first, 1);
+	assert_true(size_of(1) > 0 && size_of(2) > 0);
+	/* Synced (everysec's second): now it counts. */
+	assert_int_equal(journal_commit(j, 1000), 0);
+	assert_false(journal_dirty(j));
+	assert_true(journal_checkpoint_wanted(j));
+	assert_int_equal(journal_checkpoint(j, 1000, 0, true), 0);
+	assert_int_equal(journal_checkpoint_read(dir, &ck, err, sizeof(err)), 1);
+	assert_int_equal(ck.first, 3);
+	assert_int_equal(size_of(1), -1);
+	assert_int_equal(size_of(2), -1);
+	/* Released with nothing written since the last sync: at once. */
+	journal_release(j, 4);
+	assert_int_equal(journal_checkpoint(j, 1000, 0, true), 0);
+	assert_int_equal(size_of(3), -1);
+	journal_close(j);
+
+	/* Under no the checkpoint syncs what came before the release. */
+	memset(&got, 0, sizeof(got));
+	j = journal_open(dir, JOURNAL_FSYNC_NO, false, 512, &rd, NULL, err, sizeof(err));
+	assert_non_null(j);
+	uint32_t seg = journal_segment(j), first = seg - 1;
+	assert_true(size_of(first) > 0);
+	add(j, 1, "record number 1, again");
+	assert_int_equal(journal_commit(j, 5000), 0);
+	assert_true(journal_dirty(j));
+	journal_release(j, seg);
+	assert_true(journal_checkpoint_wanted(j));
+	uint64_t syncs = journal_sync_stats(j)->count;
+	assert_int_equal(journal_checkpoint(j, 5000, 0, false), 0);
+	assert_int_equal(journal_sync_stats(j)->count, syncs + 1);
+	assert_false(journal_dirty(j));
+	assert_int_equal(journal_checkpoint_read(dir, &ck, err, sizeof(err)), 1);
+	assert_int_equal(ck.first, seg);
+	assert_int_equal(size_of(first), -1);
+	journal_close(j);
+}
+
 /* The file and checkpoint of a journal, kept to start each case again. */
 struct saved {
 	uint8_t *seg, *ck;
@@ -905,6 +971,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_missing_oldest_segment, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(test_released_segments_go_after_a_checkpoint, make_dir,
 		    remove_dir),
+		cmocka_unit_test_setup_teardown(test_release_waits_for_the_sync_of_what_came_before,
+		    make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(test_cut_before_what_was_synced_is_damage, make_dir,
 		    remove_dir),
 		cmocka_unit_test_setup_teardown(test_older_segment_cut_at_a_record_boundary, make_dir,

@@ -1068,7 +1068,10 @@ test_checkpoint_count_matches_after_a_crash(void **state)
 	assert_int_equal(e.rec.journal.checkpoint, JOURNAL_CHECKPOINT_READ);
 	assert_true(e.rec.checkpoint_live > 1);
 	assert_int_equal(e.rec.back_at_checkpoint, e.rec.checkpoint_live);
-	assert_true(e.rec.messages > e.rec.checkpoint_live); /* more after it */
+	/* The mark is not at the end: what came after it changed the count.
+	 * (Not always upwards: the last checkpoint may be written in the last
+	 * turns, between a turn's publishing and its consuming.) */
+	assert_int_not_equal(e.rec.messages, e.rec.checkpoint_live);
 	assert_int_equal(e.rec.lost, 0);
 	close_env(&e);
 	/* A clean stop's checkpoint is at the very end. */
