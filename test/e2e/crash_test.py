@@ -14,9 +14,13 @@ promised:
 
 The checker acknowledges what it drained, so each round starts from a known
 state.  eftd must still be running when it is killed and must die of the
-SIGKILL; a client that gets an ERROR frame, or loses its connection before
-the kill, fails the test (only the kill may end connections), and the logs
-of a failed run are kept.  Run standalone (`make crash-test`: 50 rounds) or
+SIGKILL, and the last one must stop cleanly (exit 0), with no sanitizer or
+valgrind report in any log (Broker.crash, Broker.stop); a client that gets
+an ERROR frame, or loses its connection before the kill, fails the test
+(only the kill may end connections); so does a run that moved less than
+minimums() (SENDs, RECEIPTs, ACK RECEIPTs, messages drained, and drained
+from the durable subscription); the logs of a failed run are kept.  Run
+standalone (`make crash-test`: 50 rounds) or
 through test_durable's short run.  test/e2e/crash_soak.py is the long form
 (make crash-soak).
 
@@ -60,7 +64,9 @@ class Ledger:
         self.acked = set()       # ACK got a RECEIPT
         self.ack_sent = set()    # ACK sent (it may or may not have been applied)
         self.seen = set()        # handed to some consumer at least once
-        self.sent = 0
+        self.sent = 0            # SEND frames written (some in transactions)
+        self.receipted = 0       # messages whose SEND or COMMIT got a RECEIPT
+        self.ack_receipts = 0    # consumers' ACKs that got a RECEIPT
         self.errors = []         # what went wrong in a client while eftd ran
 
 
@@ -102,6 +108,7 @@ def producer(port, ledger, rnd, tag, stop, killed):
                                           ("transaction", tx)], b)
                 with ledger.lock:
                     (ledger.maybe if commit else ledger.aborted).update(bodies)
+                    ledger.sent += len(bodies)
                 c.send_frame("COMMIT" if commit else "ABORT",
                              [("transaction", tx), ("receipt", "tx")])
                 expect_receipt(c)
@@ -109,7 +116,7 @@ def producer(port, ledger, rnd, tag, stop, killed):
                     with ledger.lock:
                         ledger.promised.update(bodies)
                         ledger.maybe.difference_update(bodies)
-                        ledger.sent += len(bodies)
+                        ledger.receipted += len(bodies)
                 continue
             # a window of single SENDs, each asking for a RECEIPT
             bodies = ["%s-%s-m%d" % (tag, where, n + i) for i in range(rnd.randint(1, 30))]
@@ -118,12 +125,14 @@ def producer(port, ledger, rnd, tag, stop, killed):
                 ledger.maybe.update(bodies)
             c.send(b"".join(harness.frame("SEND", [("destination", dest), ("persistent", "true"),
                                                    ("receipt", b)], b) for b in bodies))
+            with ledger.lock:
+                ledger.sent += len(bodies)
             for _ in bodies:
                 f = expect_receipt(c)
                 with ledger.lock:
                     ledger.promised.add(f["receipt-id"])
                     ledger.maybe.discard(f["receipt-id"])
-                    ledger.sent += 1
+                    ledger.receipted += 1
     except Exception as e:  # noqa: BLE001 - each is judged, none is dropped
         client_failed(ledger, killed, tag, e)
     finally:
@@ -147,6 +156,7 @@ def consumer(port, ledger, rnd, stop, dest, killed):
             if f.command == "RECEIPT":
                 with ledger.lock:
                     ledger.acked.add(f["receipt-id"])
+                    ledger.ack_receipts += 1
                 continue
             if f.command != "MESSAGE":
                 raise AssertionError("unexpected %r" % f)
@@ -230,7 +240,7 @@ def run(rounds, seed, log=print):
     data = tempfile.mkdtemp(prefix="eftd-crash-")
     ledger = Ledger()
     brokers = []
-    totals = {"kills": 0, "sent": 0, "drained": 0, "durable": 0}
+    totals = {"kills": 0, "drained": 0, "durable": 0}
     passed = False
     try:
         for r in range(rounds + 1):
@@ -241,10 +251,7 @@ def run(rounds, seed, log=print):
             totals["drained"] += drained
             totals["durable"] += durable
             if r == rounds:
-                rc = b.stop()
-                if rc != 0:
-                    raise AssertionError("eftd did not stop cleanly after the last check: %s"
-                                         % harness.exit_status(rc))
+                b.stop()    # exit 0, no sanitizer or valgrind report
                 break
             stop, killed = threading.Event(), threading.Event()
             threads = [threading.Thread(target=producer, args=(b.port, ledger,
@@ -258,37 +265,51 @@ def run(rounds, seed, log=print):
                 t.start()
             time.sleep(rnd.uniform(0.05, 1.0) * SLOW)
             killed.set()
-            harness.kill9(b.proc)   # it must still run, and die of this
+            b.crash()   # it must still run, and die of this
             stop.set()
             for t in threads:
                 t.join(timeout=15)
                 if t.is_alive():
                     raise AssertionError("round %d: a client still runs 15 s after the kill" % r)
-            b.cleanup()
             if ledger.errors:
                 raise AssertionError("round %d: %s" % (r, "; ".join(ledger.errors[:5])))
             totals["kills"] += 1
-        totals["sent"] = ledger.sent
-        if rounds and not (ledger.sent and ledger.acked and totals["drained"]):
-            raise AssertionError("no progress: %d SENDs with a RECEIPT, %d ACKs with a RECEIPT, "
-                                 "%d drained after restarts" % (ledger.sent, len(ledger.acked),
-                                                                totals["drained"]))
-        log("crash test: %d kill -9 rounds, %d messages with a RECEIPT, %d drained after "
-            "restarts (%d of them from the durable subscription), %d acknowledged, seed %s: "
-            "every promise kept" % (totals["kills"], ledger.sent, totals["drained"],
-                                    totals["durable"], len(ledger.acked), seed))
+        totals.update(sent=ledger.sent, receipted=ledger.receipted, acked=ledger.ack_receipts)
+        log("crash test: %d kill -9 rounds, %d SENDs, %d messages with a RECEIPT, %d ACKs with a "
+            "RECEIPT, %d drained after restarts (%d of them from the durable subscription), "
+            "seed %s" % (totals["kills"], totals["sent"], totals["receipted"], totals["acked"],
+                         totals["drained"], totals["durable"], seed))
+        short = [what for what, least in minimums(rounds).items() if totals[what] < least]
+        if short:
+            raise AssertionError("too little went through for the test to mean much: %s"
+                                 % ", ".join("%s %d < %d" % (w, totals[w], minimums(rounds)[w])
+                                             for w in short))
+        log("crash test: every promise kept")
         passed = True
         return totals
     finally:
         for b in brokers:
-            b.kill()
-            if passed and b.log_path and os.path.exists(b.log_path):
-                os.unlink(b.log_path)
+            b.kill()    # only if it failed: each was judged when it ended
+            if passed:
+                b.discard_log()
         if passed:
             shutil.rmtree(data, True)
         else:
             log("crash test: kept the data directory %s and eftd's logs %s"
                 % (data, " ".join(b.log_path for b in brokers if b.log_path)))
+
+
+def minimums(rounds):
+    """The least a run of this many rounds must move, or it fails: a broker
+    that refuses or loses everything, never delivers, or never writes the
+    durable subscription cannot pass by keeping no promises.  Far below what
+    runs move: one round of the shortest load (0.05 s) made 68-190 SENDs,
+    57-163 RECEIPTs, 27-76 ACK RECEIPTs, 30-113 drained, 4-39 of them from
+    the durable subscription (seeds 13, 66, 158, 239, 624 on 2 busy cores)."""
+    if not rounds:
+        return {}
+    return {"sent": 10 * rounds, "receipted": 5 * rounds, "acked": rounds,
+            "drained": rounds, "durable": 1}
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import atexit
 import collections
 import errno
 import os
+import re
 import shutil
 import signal
 import select
@@ -197,6 +198,87 @@ def exit_status(rc):
     return "exit status %d" % rc
 
 
+# What ASan, LeakSanitizer, UBSan, valgrind memcheck or glibc's heap checks
+# print when eftd goes wrong (valgrind's error kinds, as make valgrind runs
+# it with -q, and its summaries without -q).  eftd's own lines (a timestamp,
+# then "eftd") are not searched: they may quote what a client sent.
+REPORT = re.compile(r"(ERROR|SUMMARY): [A-Za-z]*Sanitizer|runtime error:|"
+                    r"^==\d+== +(Invalid |Mismatched |Conditional jump|Use of uninitialised|"
+                    r"Syscall param|Source and destination overlap|Jump to the invalid|"
+                    r"Process terminating|Argument .* fishy|.* definitely lost in loss record)|"
+                    r"^==\d+== ERROR SUMMARY: [1-9]|^==\d+== +definitely lost: [1-9]|"
+                    r"free\(\): |double free|malloc\(\): ")
+EFTD_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} eftd ")
+
+
+def reports(output):
+    """The lines of eftd's output that a sanitizer, valgrind or glibc wrote
+    about an error or a leak; [] if none."""
+    return [line for line in output.splitlines()
+            if not EFTD_LINE.match(line) and REPORT.search(line)]
+
+
+def exit_problems(rc, output, killed=False):
+    """What is wrong with how eftd ended, in words ([] if nothing): a clean
+    stop (SIGTERM, SIGINT) must exit 0 and a kill -9 end it by SIGKILL, and
+    neither may leave a report in its output (report_problems)."""
+    want = -signal.SIGKILL if killed else 0
+    if rc == want:
+        return report_problems(output)
+    return ["eftd ended with %s, not %s" % (exit_status(rc), exit_status(want) if killed
+                                            else "exit status 0")] + report_problems(output)
+
+
+def report_problems(output):
+    """A sanitizer or valgrind report in eftd's output, in words ([] if
+    none).  Under make asan and make valgrind a leak or a memory error at
+    exit shows only here and in the exit code."""
+    found = reports(output)
+    if not found:
+        return []
+    return ["eftd's output has %d lines of a sanitizer, valgrind or glibc report, the first: %s"
+            % (len(found), found[0])]
+
+
+def check_exit(rc, output, killed=False, where=None):
+    """exit_problems for a process a test ran itself; raises AssertionError
+    with the end of its output (and where it is kept)."""
+    problems = exit_problems(rc, output, killed)
+    if problems:
+        raise AssertionError("; ".join(problems) +
+                             ("; its log is kept in %s" % where if where else "") +
+                             "; the end of its output:\n" + output[-4000:])
+
+
+def listening_ports(pid):
+    """The TCP ports process pid listens on, from /proc (its sockets'
+    inodes, found in the kernel's tables of listening sockets)."""
+    inodes = set()
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return set()
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
+                ports.add(int(field[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -310,7 +392,10 @@ def _open_tcp(port, host, timeout, sockopts):
 
 
 class Broker:
-    """An eftd process.  Use as a context manager, or start()/stop()."""
+    """An eftd process.  Use as a context manager, or start() and then
+    stop() (a clean stop), crash() (kill -9) or finish() (after a test).
+    Each judges how eftd ended (exit_problems): anything but what the test
+    meant fails it, and eftd's log is then kept and named."""
 
     def __init__(self, config=None, args=(), bind="127.0.0.1", transport=None, listen=None,
                  env=None):
@@ -329,6 +414,8 @@ class Broker:
         self.proc = None
         self.log_path = None
         self.config_path = None
+        self.judged = False     # how eftd ended has been checked (or start failed)
+        self.keep_log = False   # it ended wrongly: its log stays for whoever looks
 
     def url(self, i=0):
         """The i-th listener's URL; ws:// and wss:// ones end in /ws."""
@@ -363,10 +450,18 @@ class Broker:
         deadline = time.time() + 10 * SLOW
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("eftd exited early:\n" + self.read_log())
-            # Ready when every listener answers (eftd opens them in turn).
+                self.judged = True  # said here, with the log
+                raise RuntimeError("eftd exited early (%s):\n%s"
+                                   % (exit_status(self.proc.returncode), self.read_log()))
+            # Ready when every listener answers (eftd opens them in turn),
+            # and is eftd's: a port free_port() gave may be taken by another
+            # process meanwhile, and then answers for an eftd not started yet
+            # (valgrind's slow start makes that window seconds long).
             where = list(zip(self.listen, self.ports)) or [((self.transport, self.bind),
                                                            self.port)]
+            if not {port for _, port in where} <= listening_ports(self.proc.pid):
+                time.sleep(0.02)
+                continue
             try:
                 for (scheme, host), port in where:
                     with open_socket(port, host, timeout=1, tls=scheme in ("tls", "wss")):
@@ -375,6 +470,7 @@ class Broker:
             except OSError:
                 time.sleep(0.02)
         self.kill()
+        self.judged = True
         raise RuntimeError("eftd did not start listening:\n" + self.read_log())
 
     def read_log(self):
@@ -385,23 +481,78 @@ class Broker:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout=10):
-        """SIGTERM, wait; returns the exit code (kills and returns None on timeout)."""
+        """A clean stop: SIGTERM, and eftd must exit 0 within timeout seconds
+        (x SLOW) with no sanitizer or valgrind report (ended()).  Returns 0;
+        raises AssertionError otherwise, also when eftd had already died.
+        Once it has been judged, returns the exit code again."""
         if self.proc is None:
             return None
+        if self.judged:
+            return self.proc.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        return self.ended(timeout)
+
+    def ended(self, timeout=10):
+        """Wait for eftd, which a test has told to stop (SIGTERM, SIGINT), to
+        exit, and judge how: exit 0 and no report in its log.  If it does
+        not exit within timeout seconds (x SLOW) it is killed.  Raises
+        AssertionError naming its log, which is kept, when anything is
+        wrong; returns the exit code."""
         try:
             rc = self.proc.wait(timeout=timeout * SLOW)
         except subprocess.TimeoutExpired:
             self.kill()
-            rc = None
-        self.cleanup()
+            self.conclude(["eftd did not exit within %g s" % (timeout * SLOW)] +
+                          report_problems(self.read_log()))
+        self.conclude(exit_problems(rc, self.read_log()))
         return rc
 
+    def crash(self):
+        """kill -9, as a power cut would stop it.  eftd must still be running
+        and die of the SIGKILL, with no report in its log so far (valgrind
+        reports errors as they happen); AssertionError otherwise."""
+        problems = []
+        try:
+            kill9(self.proc)
+        except AssertionError as e:
+            self.kill()
+            problems.append(str(e))
+        self.conclude(problems + report_problems(self.read_log()))
+
+    def conclude(self, problems):
+        """eftd has ended, and problems say what was wrong with how: none,
+        or AssertionError, with the log kept."""
+        self.judged = True
+        self.cleanup()
+        if problems:
+            self.keep_log = True
+            raise AssertionError("%s; eftd's log is kept in %s; its end:\n%s"
+                                 % ("; ".join(problems), self.log_path,
+                                    self.read_log()[-4000:]))
+
+    def finish(self):
+        """After a test: a clean stop if eftd still runs, and a judgement of
+        how it ended if nobody has judged it (a death the test did not make
+        fails here); then its log is removed, unless it is kept."""
+        try:
+            if self.proc is not None:
+                self.stop()
+        finally:
+            self.cleanup()
+            self.discard_log()
+
+    def discard_log(self):
+        if self.log_path and not self.keep_log and os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
     def kill(self):
+        """kill -9 without a judgement, for a test that has failed already
+        (crash() is the kill a test means)."""
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        self.judged = True
         self.cleanup()
 
     def cleanup(self):
@@ -416,11 +567,20 @@ class Broker:
         return self.start()
 
     def __exit__(self, *exc):
-        rc = self.stop()
-        if exc[0] is None and rc != 0:
-            raise AssertionError("eftd exit code %r; log:\n%s" % (rc, self.read_log()))
-        if self.log_path and os.path.exists(self.log_path):
-            os.unlink(self.log_path)
+        self.finish()
+
+
+def finish_all(brokers):
+    """Broker.finish for each (all of them, even when one fails); one
+    AssertionError for every eftd that ended wrongly."""
+    failures = []
+    for b in brokers:
+        try:
+            b.finish()
+        except AssertionError as e:
+            failures.append(str(e))
+    if failures:
+        raise AssertionError("\n\n".join(failures))
 
 
 class DataDirTest(unittest.TestCase):
@@ -439,10 +599,7 @@ class DataDirTest(unittest.TestCase):
     def tearDown(self):
         for c in self.clients:
             c.close()
-        for b in self.brokers:
-            b.kill()
-            if b.log_path and os.path.exists(b.log_path):
-                os.unlink(b.log_path)
+        finish_all(self.brokers)
 
     def start_on_data(self, config, args=(), data=None, listen=None, env=None):
         """A started eftd with config's text, on data (self.data by default)."""
@@ -460,8 +617,8 @@ class DataDirTest(unittest.TestCase):
 
     @staticmethod
     def crash(b):
-        """kill -9, as a power cut would stop it."""
-        b.kill()
+        """kill -9, as a power cut would stop it (Broker.crash)."""
+        b.crash()
 
 
 class Frame:
@@ -732,11 +889,7 @@ class BrokerTest(unittest.TestCase):
     def tearDown(self):
         for c in self.clients:
             c.close()
-        rc = self.broker.stop()
-        log = self.broker.read_log()
-        if os.path.exists(self.broker.log_path):
-            os.unlink(self.broker.log_path)
-        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-4000:])
+        self.broker.finish()
 
     def client(self, connect="1.2", **kw):
         c = RawClient(self.broker.port, **kw)

@@ -245,7 +245,7 @@ class StartupChecks(unittest.TestCase):
                 os.chdir(old)
         else:
             b.start()
-        self.addCleanup(lambda: (b.stop(), os.path.exists(b.log_path) and os.unlink(b.log_path)))
+        self.addCleanup(b.finish)
         return b
 
     def test_users_file_readable_by_others_is_warned_about(self):

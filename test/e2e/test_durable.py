@@ -19,8 +19,10 @@ filesystem holds RECEIPTs until the journal can be written again.
 The journal is the same over every transport, so all but the first test run
 in the tcp pass only."""
 
+import datetime
 import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -458,11 +460,10 @@ class CrashLoopTest(unittest.TestCase):
         import crash_test
         rounds = int(os.environ.get("CRASH_ROUNDS", "5"))
         lines = []
+        # run() fails unless each round's eftd died of its kill -9 and each
+        # count reached its minimum (crash_test.minimums)
         totals = crash_test.run(rounds, os.environ.get("CRASH_SEED", "12"), log=lines.append)
         self.assertEqual(totals["kills"], rounds)
-        self.assertGreater(totals["sent"], 0)
-        self.assertGreater(totals["drained"], 0, lines)
-        self.assertGreater(totals["durable"], 0, lines)
 
 
 @TCP_ONLY
@@ -681,7 +682,17 @@ class DiskTest(DurableBase):
             expect_receipt(p, "r%d" % i, timeout=10 * SLOW)  # resumed
             i += 1
         log = b.read_log()
-        self.assertEqual(log.count("disk limit reached"), 1, log)
+        # the first in full; the two after it only in counts, each a minute
+        # or more after the line before it by eftd's clock (none, unless the
+        # cycles take a minute, as under valgrind)
+        lines = re.findall(r"^(\S+ \S+) eftd warn: disk limit reached(:| (\d+) more times?)",
+                           log, re.M)
+        self.assertEqual([full for _, full, _ in lines][:1], [":"], log)
+        self.assertEqual(sum(1 for _, full, _ in lines if full == ":"), 1, log)
+        self.assertLessEqual(sum(int(n) for _, full, n in lines if n), 2, log)
+        stamps = [datetime.datetime.strptime(t, "%Y-%m-%d %H:%M:%S.%f") for t, _, _ in lines]
+        self.assertTrue(all((later - earlier).total_seconds() >= 59.5
+                            for earlier, later in zip(stamps, stamps[1:])), log)
         self.assertLessEqual(log.count("producers resume"), 1, log)
 
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which("mount"), "needs root to mount")

@@ -383,10 +383,7 @@ class EftctlAuthTest(unittest.TestCase):
         self.url = self.broker.url(1)
 
     def tearDown(self):
-        rc = self.broker.stop()
-        log = self.broker.read_log()
-        os.unlink(self.broker.log_path)
-        self.assertEqual(rc, 0, "eftd did not exit cleanly; log:\n" + log[-4000:])
+        self.broker.finish()
 
     def fails(self, *args, env=None):
         rc, out, err = eftctl(*args, url=self.url, env=env)

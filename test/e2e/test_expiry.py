@@ -44,6 +44,8 @@ class MillionExpireTest(unittest.TestCase):
         self.assertLessEqual(res["memory_after"], res["memory_before"] + 64 * 1024, res)
         # Other clients got answers while it happened.
         self.assertGreater(res["rtt_samples"][1], 0, res)
+        # and eftd stopped cleanly (its output went to ours)
+        harness.check_exit(res["eftd_exit"], "")
 
 
 if __name__ == "__main__":

@@ -1006,12 +1006,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.broker.stop()
-        log = cls.broker.read_log()
-        if os.path.exists(cls.broker.log_path):
-            os.unlink(cls.broker.log_path)
-        if rc != 0:
-            raise AssertionError("eftd did not exit cleanly; log:\n" + log[-4000:])
+        cls.broker.finish()
 
     def setUp(self):
         self.assertTrue(self.broker.alive(), "eftd is gone")

@@ -77,7 +77,7 @@ import time
 import unittest
 
 import harness
-from harness import (Closed, DataDirTest, RawClient, ROOT, SLOW, expect_receipt, frame, kill9,
+from harness import (Closed, DataDirTest, RawClient, ROOT, SLOW, expect_receipt, frame,
                      subscribe)
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
@@ -327,7 +327,7 @@ class PowerCutTest(DataDirTest):
             time.sleep(0.01)
         self.cutting.set()
         cut = time.monotonic()
-        kill9(b.proc)
+        b.crash()   # it must still run, and die of this
         for w in workers:
             w.join(10 * SLOW)
             self.assertFalse(w.is_alive(), "%s still running after the cut" % w.name)
