@@ -6,6 +6,7 @@
 #   make test       install missing packages, build, run every test
 #   make asan       the same tests against an ASan+UBSan build (build-asan/)
 #   make valgrind   the end-to-end tests with eftd under valgrind memcheck
+#                   (E2E_TESTS="durable signals" for some files, EFT_TRANSPORTS=tcp)
 #   make crash-test kill -9 eftd 50 times under load (CRASH_ROUNDS) and check
 #                   that every RECEIPT was kept
 #   make crash-soak HOURS=N
