@@ -103,10 +103,10 @@ $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/tools/ask.o $(
 $(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o $(BUILD)/obj/tools/ask.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -levent -lsodium -o $@
 
-# test_oom makes allocations fail: every malloc, calloc and realloc of eft's
-# own code goes through its wrappers.
+# test_oom and test_subject make allocations fail: every malloc, calloc and
+# realloc of eft's own code goes through their wrappers.
 # (Not in LDFLAGS: make asan sets that on the command line.)
-$(BUILD)/test/test_oom: WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+$(BUILD)/test/test_oom $(BUILD)/test/test_subject: WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
