@@ -180,7 +180,7 @@ fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
 	    OPTFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" LDFLAGS="-fsanitize=fuzzer,address,undefined" \
 	    build-fuzz/parser-fuzzer build-fuzz/proto-fuzzer build-fuzz/ws-fuzzer build-fuzz/store-fuzzer \
-	    build-fuzz/admin-fuzzer build-fuzz/selector-fuzzer build-fuzz/cluster-fuzzer
+	    build-fuzz/admin-fuzzer build-fuzz/selector-fuzzer build-fuzz/cluster-fuzzer build-fuzz/subject-fuzzer
 
 build-fuzz/%-fuzzer: test/fuzz/%-fuzzer.c $(LIB_OBJS)
 	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@

@@ -45,7 +45,9 @@ bool subject_match(const char *pat, size_t plen, const char *name, size_t nlen);
 size_t subject_fixed_prefix(const char *pat, size_t plen);
 
 /* A set of patterns, each carrying caller values (void *); the same pattern
- * may carry several values, and the same (pattern, value) more than once. */
+ * may carry several values, and the same (pattern, value) more than once.
+ * Patterns that differ only in consecutive '#' are one ("#.#" is "#"): a
+ * (value, "a.#") added is removed by "a.#.#" too. */
 struct subjects;
 
 struct subjects_stats {
