@@ -10,12 +10,14 @@
 
 #include <uthash.h>
 
+#include "eft/address.h"
 #include "eft/backend.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/policy.h"
 #include "eft/sub.h"
+#include "eft/subject.h"
 
 /* A queue's messages: one list per priority, linked through the messages,
  * and a bit per priority that has any, so the next one is found with one
@@ -38,6 +40,7 @@ struct dest {
 	struct dests *owner;
 	const struct dest_policy *policy;
 	bool plain;                           /* no message-ttl, overflow blocks: the common path */
+	bool pattern;                         /* a wildcard topic (in owner->topic_patterns) */
 	struct msgq q;                        /* queues only */
 	size_t holds;                         /* COMMITs being applied to it */
 	uint64_t pops;                        /* messages taken off the queue, ever */
@@ -282,6 +285,49 @@ dests_find(struct dests *t, const char *name, size_t len)
 	return d;
 }
 
+/* A topic whose name is a well-formed pattern is a wildcard topic.  (A
+ * malformed one is a plain name: SUBSCRIBE refuses it, but a durable
+ * subscription to such a name made before wildcards existed still works
+ * as it did.)  -1 if out of memory. */
+static int
+pattern_add(struct dests *t, struct dest *d)
+{
+	const char *subject = d->name + TOPIC_PREFIX_LEN;
+	size_t len = d->name_len - TOPIC_PREFIX_LEN;
+	struct subject_error err;
+	if (!address_has_prefix(d->name, d->name_len, TOPIC_PREFIX, TOPIC_PREFIX_LEN) ||
+	    subject_parse(subject, len, &err) != 1)
+		return 0;
+	if (t->topic_patterns == NULL && (t->topic_patterns = subjects_new()) == NULL)
+		return -1;
+	if (subjects_add(t->topic_patterns, subject, len, d) != 0)
+		return -1;
+	d->pattern = true;
+	t->npatterns++;
+	return 0;
+}
+
+size_t
+dests_topic_matches(struct dests *t, const char *name, size_t len, struct dest **out, size_t cap)
+{
+	if (t->npatterns == 0 || !address_has_prefix(name, len, TOPIC_PREFIX, TOPIC_PREFIX_LEN))
+		return 0;
+	size_t n;
+	void *const *found = subjects_match(t->topic_patterns, name + TOPIC_PREFIX_LEN,
+	    len - TOPIC_PREFIX_LEN, &n);
+	if (found == NULL && n == SIZE_MAX)
+		return SIZE_MAX;
+	for (size_t i = 0; i < n && i < cap; i++)
+		out[i] = found[i];
+	return n;
+}
+
+bool
+dest_is_pattern(const struct dest *d)
+{
+	return d->pattern;
+}
+
 struct dest *
 dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 {
@@ -303,6 +349,11 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
 	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
+	if (kind == DEST_TOPIC && pattern_add(t, d) != 0) {
+		free(d->name);
+		free(d);
+		return NULL;
+	}
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
@@ -320,6 +371,11 @@ dest_free(struct dests *t, struct dest *d)
 	while (d->nfeeds > 0)
 		dest_unbind(d->feeds[0]);
 	q_free(d);
+	if (d->pattern) {
+		subjects_remove(t->topic_patterns, d->name + TOPIC_PREFIX_LEN,
+		    d->name_len - TOPIC_PREFIX_LEN, d);
+		t->npatterns--;
+	}
 	free(d->feeds);
 	free(d->name);
 	free(d);
@@ -352,6 +408,9 @@ dests_free(struct dests *t)
 	free(t->expiry);
 	t->expiry = NULL;
 	t->nexpiry = t->expiry_cap = 0;
+	if (t->topic_patterns != NULL)
+		subjects_free(t->topic_patterns);
+	t->topic_patterns = NULL;
 }
 
 void
