@@ -71,8 +71,11 @@ size_t subjects_count(const struct subjects *set);   /* (pattern, value) entries
  * owned by the set, valid until the next add/remove/match/free; *n of them
  * (0 and a non-NULL or NULL pointer when none).  NULL with *n = (size_t)-1
  * only if out of memory.  O(1) on an empty set; answers for recent names
- * are cached (a bounded cache, dropped whole when the set changes). */
+ * are cached (up to 1,024 names, dropped whole when the set changes). */
 void *const *subjects_match(struct subjects *set, const char *name, size_t len, size_t *n);
 void subjects_stats(const struct subjects *set, struct subjects_stats *st);
+/* What is wrong with the set's structures (the tree, its counts, the cache),
+ * or NULL: for tests and fuzzers, O(size of the set). */
+const char *subjects_check(const struct subjects *set);
 
 #endif
