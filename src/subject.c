@@ -31,7 +31,7 @@
 enum kind { K_LITERAL, K_STAR, K_GT, K_HASH };
 
 /* Cache bounds: at most CACHE_NAMES names, and only short names with few
- * values, so that the cache holds well under 1 MB whatever clients send.
+ * values, so that the cache holds under 1 MB whatever clients send.
  * A name with more values costs a walk anyway to deliver them all. */
 #define CACHE_NAMES      1024
 #define CACHE_SLOTS      2048      /* a power of two, twice CACHE_NAMES: probes stay short */
@@ -55,7 +55,7 @@ struct node {
 };
 
 struct slot {
-	uint64_t gen;                   /* 0: never filled */
+	uint64_t gen;                   /* not set->gen: a free slot */
 	uint64_t hashv;
 	size_t nlen, nvals;
 	size_t cap;                     /* of buf: nvals pointers, then the name */

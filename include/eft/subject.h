@@ -5,14 +5,16 @@
  * strips "/topic/" or "/queue/").  An element is what lies between two dots
  * (or an end), so "a..b" has three elements, the middle one empty, and ""
  * has one, empty.  An element that is exactly one of these is a wildcard:
- *   '*'  one element, whatever it is (RabbitMQ, ActiveMQ, NATS);
+ *   '*'  one element, whatever it is, empty too (RabbitMQ, ActiveMQ, NATS);
  *   '>'  one or more trailing elements (ActiveMQ, NATS); only last;
  *   '#'  zero or more elements (RabbitMQ), anywhere, any number of times:
  *        "a.#" matches "a" and "a.b.c", "a.#.b" matches "a.b" and "a.x.y.b".
  * An element that merely contains one of them among other bytes ("a*",
  * "x#y") is literal.  A name with no wildcard element is a plain name: it is
  * never validated here (empty elements stay allowed in plain names) and as a
- * pattern it matches itself alone.
+ * pattern it matches itself alone.  Matched as a name, an element "*", ">"
+ * or "#" is an ordinary element that only wildcards match ("a.*" is matched
+ * by "a.*" and "a.#" as a pattern, never by the plain "a.b").
  *
  * A set of patterns (struct subjects) is a tree with one level per element,
  * as nats-server's sublist: a publish walks the name's elements, never the
