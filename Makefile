@@ -103,6 +103,10 @@ $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/tools/ask.o $(
 $(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o $(BUILD)/obj/tools/ask.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -levent -lsodium -o $@
 
+# The wildcard subjects' micro-benchmark (issue 25): not part of make test.
+$(BUILD)/subject-bench: $(BUILD)/obj/tools/subject-bench.o $(BUILD)/obj/subject.o
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
+
 # test_oom and test_subject make allocations fail: every malloc, calloc and
 # realloc of eft's own code goes through their wrappers.
 # (Not in LDFLAGS: make asan sets that on the command line.)

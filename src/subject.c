@@ -16,10 +16,12 @@
  * no backtracking and "#.a.#.a.#.a" against "a.a.a.a.a.a" stays polynomial:
  * O(elements * active nodes).  Consecutive '#' are one '#' in the tree.
  *
- * Answers are cached per name in a direct-mapped table (a new name evicts
- * whatever hashed to its slot): a publish to a recent name costs one hash
- * and one compare.  Any change to the set bumps a generation number, which
- * makes every slot stale at once; slots keep their memory for reuse. */
+ * Answers are cached per name in an open-addressing table (linear probing,
+ * at most half full), as nats-server's sublist caches them: a publish to a
+ * recent name costs one hash and a compare.  A full cache drops an entry
+ * picked at random.  Any change to the set bumps a generation number: every
+ * entry of an older one counts as an empty slot, so the cache is dropped
+ * whole in O(1), and slots keep their memory for reuse. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +30,11 @@
 
 enum kind { K_LITERAL, K_STAR, K_GT, K_HASH };
 
-/* Cache bounds: at most CACHE_SLOTS names, and only short names with few
- * values, so that the cache holds well under 1 MB whatever clients send.
+/* Cache bounds: at most CACHE_NAMES names, and only short names with few
+ * values, so that the cache holds under 1 MB whatever clients send.
  * A name with more values costs a walk anyway to deliver them all. */
-#define CACHE_SLOTS      1024      /* a power of two */
+#define CACHE_NAMES      1024
+#define CACHE_SLOTS      2048      /* a power of two, twice CACHE_NAMES: probes stay short */
 #define CACHE_NAME_MAX   256
 #define CACHE_VALUES_MAX 64
 #define EDGES_INITIAL    16        /* a power of two */
@@ -52,7 +55,7 @@ struct node {
 };
 
 struct slot {
-	uint64_t gen;                   /* 0: never filled */
+	uint64_t gen;                   /* not set->gen: a free slot */
 	uint64_t hashv;
 	size_t nlen, nvals;
 	size_t cap;                     /* of buf: nvals pointers, then the name */
@@ -72,13 +75,15 @@ struct subjects {
 	size_t count;                   /* (pattern, value) entries */
 	uint64_t gen;                   /* bumped by every change: older slots are stale */
 	uint64_t step, matches;         /* stamps for node->active and node->collected */
-	struct slot *cache;             /* CACHE_SLOTS of them, made at the first walk */
+	struct slot *cache;             /* CACHE_SLOTS of them, made at the first match */
 	struct active cur, nxt;
 	void **out;                     /* a walk's answer */
 	size_t outcap;
 	size_t *seen;                   /* dedupe: indexes into out, plus one */
 	size_t seencap;
 	uint64_t hits, misses;
+	size_t cached;                  /* names in the cache, of this generation */
+	uint64_t random;                /* picks what a full cache drops */
 };
 
 /* ---- elements ---- */
@@ -423,6 +428,7 @@ subjects_add(struct subjects *set, const char *pat, size_t len, void *value)
 	n->vals[n->nvals++] = value;
 	set->count++;
 	set->gen++;
+	set->cached = 0;
 	return 0;
 
 fail:
@@ -455,6 +461,7 @@ subjects_remove(struct subjects *set, const char *pat, size_t len, void *value)
 	}
 	set->count--;
 	set->gen++;
+	set->cached = 0;
 	prune(set, n);
 	return 0;
 }
@@ -471,6 +478,52 @@ subjects_stats(const struct subjects *set, struct subjects_stats *st)
 	st->nodes = set->nedges + 1;
 	st->cache_hits = set->hits;
 	st->cache_misses = set->misses;
+}
+
+/* What is wrong with the set's structures, or NULL (tests and fuzzers). */
+const char *
+subjects_check(const struct subjects *set)
+{
+	size_t nodes = 0, kids = set->root->nkids, vals = set->root->nvals;
+	for (size_t b = 0; b < set->nbuckets; b++) {
+		for (const struct node *c = set->edges[b]; c != NULL; c = c->next) {
+			const struct node *p = c->parent;
+			if ((c->hashv & (set->nbuckets - 1)) != b ||
+			    c->hashv != edge_hash(p, bytes_hash(c->elem, c->elen)))
+				return "a node is not where its hash says";
+			const struct node *slot = c->kind == K_STAR ? p->star :
+			    c->kind == K_GT ? p->gt : c->kind == K_HASH ? p->hash : c;
+			if (c->kind != kind_of(c->elem, c->elen) || slot != c)
+				return "a wildcard node is not its parent's";
+			if (c->nvals == 0 && c->nkids == 0)
+				return "a node with no pattern and no children was not pruned";
+			if (c->nvals > c->capvals || (c->kind == K_HASH && c->hash != NULL))
+				return "a node's values or '#' child are wrong";
+			nodes++;
+			kids += c->nkids;
+			vals += c->nvals;
+		}
+	}
+	if (nodes != set->nedges || kids != set->nedges)
+		return "the edges and the children counted differ";
+	if (vals != set->count)
+		return "the values and the count differ";
+	if (set->cache == NULL)
+		return NULL;
+	const size_t mask = CACHE_SLOTS - 1;
+	size_t cached = 0;
+	for (size_t i = 0; i < CACHE_SLOTS; i++) {
+		if (set->cache[i].gen != set->gen)
+			continue;
+		cached++;
+		/* Reachable: no free slot between its home and it. */
+		for (size_t j = set->cache[i].hashv & mask; j != i; j = (j + 1) & mask)
+			if (set->cache[j].gen != set->gen)
+				return "a cached name cannot be found";
+	}
+	if (cached != set->cached || cached > CACHE_NAMES)
+		return "the cached names and their count differ";
+	return NULL;
 }
 
 /* ---- matching ---- */
@@ -602,12 +655,50 @@ dedupe(struct subjects *set, size_t *k)
 	return 0;
 }
 
-/* Remember the answer for name, if it is small enough; failing to is no error. */
+/* Take the entry at slot i out, moving back the ones after it that probed
+ * past it (linear probing's deletion: no tombstones). */
 static void
-cache_put(struct subjects *set, struct slot *s, uint64_t h, const char *name, size_t len, size_t k)
+cache_delete(struct subjects *set, size_t i)
 {
-	if (s == NULL || len > CACHE_NAME_MAX || k > CACHE_VALUES_MAX)
+	struct slot *c = set->cache;
+	const size_t mask = CACHE_SLOTS - 1;
+	c[i].gen = 0;
+	for (size_t j = (i + 1) & mask; c[j].gen == set->gen; j = (j + 1) & mask) {
+		/* j's entry may fill the hole unless its home lies after the hole. */
+		size_t home = c[j].hashv & mask;
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			struct slot t = c[i];
+			c[i] = c[j];
+			c[j] = t; /* the hole, with the buffer it had, to reuse */
+			i = j;
+		}
+	}
+	set->cached--;
+}
+
+/* Remember the answer for name, if it is small enough: at slot i (where
+ * its lookup stopped) or, when the cache is full, wherever it lands after
+ * an entry picked at random is dropped.  Failing to is no error. */
+static void
+cache_put(struct subjects *set, size_t i, uint64_t h, const char *name, size_t len, size_t k)
+{
+	if (set->cache == NULL || len > CACHE_NAME_MAX || k > CACHE_VALUES_MAX)
 		return;
+	const size_t mask = CACHE_SLOTS - 1;
+	if (set->cached == CACHE_NAMES) {
+		/* Random slots until one is taken (two tries on average): each
+		 * entry alike.  Taking the first entry after a random slot would
+		 * spare those deep in long runs, and the runs would grow. */
+		size_t v;
+		do {
+			set->random = set->random * 6364136223846793005u + 1442695040888963407u;
+			v = (size_t)(set->random >> 33) & mask;
+		} while (set->cache[v].gen != set->gen);
+		cache_delete(set, v);
+		for (i = h & mask; set->cache[i].gen == set->gen; i = (i + 1) & mask)
+			;
+	}
+	struct slot *s = &set->cache[i];
 	size_t need = k * sizeof(void *) + len;
 	if (need > s->cap) {
 		char *buf = realloc(s->buf, need);
@@ -624,6 +715,7 @@ cache_put(struct subjects *set, struct slot *s, uint64_t h, const char *name, si
 	s->hashv = h;
 	s->nlen = len;
 	s->nvals = k;
+	set->cached++;
 }
 
 void *const *
@@ -633,17 +725,21 @@ subjects_match(struct subjects *set, const char *name, size_t len, size_t *n)
 		*n = 0;
 		return NULL;
 	}
-	uint64_t h = bytes_hash(name, len);
-	struct slot *s = NULL;
+	uint64_t h = mix(bytes_hash(name, len));
+	size_t i = 0;
 	if (set->cache == NULL)
 		set->cache = calloc(CACHE_SLOTS, sizeof(*set->cache)); /* NULL: no cache */
 	if (set->cache != NULL) {
-		s = &set->cache[h & (CACHE_SLOTS - 1)];
-		if (s->gen == set->gen && s->hashv == h && s->nlen == len &&
-		    (len == 0 || memcmp(s->buf + s->nvals * sizeof(void *), name, len) == 0)) {
-			set->hits++;
-			*n = s->nvals;
-			return (void *const *)s->buf;
+		/* At most half the slots are taken: the probe ends. */
+		for (i = h & (CACHE_SLOTS - 1); set->cache[i].gen == set->gen;
+		    i = (i + 1) & (CACHE_SLOTS - 1)) {
+			const struct slot *s = &set->cache[i];
+			if (s->hashv == h && s->nlen == len &&
+			    (len == 0 || memcmp(s->buf + s->nvals * sizeof(void *), name, len) == 0)) {
+				set->hits++;
+				*n = s->nvals;
+				return (void *const *)s->buf;
+			}
 		}
 	}
 	set->misses++;
@@ -652,7 +748,7 @@ subjects_match(struct subjects *set, const char *name, size_t len, size_t *n)
 		*n = (size_t)-1;
 		return NULL;
 	}
-	cache_put(set, s, h, name, len, k);
+	cache_put(set, i, h, name, len, k);
 	*n = k;
 	return set->out;
 }

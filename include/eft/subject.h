@@ -5,14 +5,16 @@
  * strips "/topic/" or "/queue/").  An element is what lies between two dots
  * (or an end), so "a..b" has three elements, the middle one empty, and ""
  * has one, empty.  An element that is exactly one of these is a wildcard:
- *   '*'  one element, whatever it is (RabbitMQ, ActiveMQ, NATS);
+ *   '*'  one element, whatever it is, empty too (RabbitMQ, ActiveMQ, NATS);
  *   '>'  one or more trailing elements (ActiveMQ, NATS); only last;
  *   '#'  zero or more elements (RabbitMQ), anywhere, any number of times:
  *        "a.#" matches "a" and "a.b.c", "a.#.b" matches "a.b" and "a.x.y.b".
  * An element that merely contains one of them among other bytes ("a*",
  * "x#y") is literal.  A name with no wildcard element is a plain name: it is
  * never validated here (empty elements stay allowed in plain names) and as a
- * pattern it matches itself alone.
+ * pattern it matches itself alone.  Matched as a name, an element "*", ">"
+ * or "#" is an ordinary element that only wildcards match ("a.*" is matched
+ * by "a.*" and "a.#" as a pattern, never by the plain "a.b").
  *
  * A set of patterns (struct subjects) is a tree with one level per element,
  * as nats-server's sublist: a publish walks the name's elements, never the
@@ -71,8 +73,11 @@ size_t subjects_count(const struct subjects *set);   /* (pattern, value) entries
  * owned by the set, valid until the next add/remove/match/free; *n of them
  * (0 and a non-NULL or NULL pointer when none).  NULL with *n = (size_t)-1
  * only if out of memory.  O(1) on an empty set; answers for recent names
- * are cached (a bounded cache, dropped whole when the set changes). */
+ * are cached (up to 1,024 names, dropped whole when the set changes). */
 void *const *subjects_match(struct subjects *set, const char *name, size_t len, size_t *n);
 void subjects_stats(const struct subjects *set, struct subjects_stats *st);
+/* What is wrong with the set's structures (the tree, its counts, the cache),
+ * or NULL: for tests and fuzzers, O(size of the set). */
+const char *subjects_check(const struct subjects *set);
 
 #endif

@@ -18,7 +18,8 @@
  *     names matched, again after every add and remove (the cache must be
  *     dropped);
  *   - subject_fixed_prefix: every matching name starts with it;
- *   - subjects_remove: 0 exactly when such an entry is live; count.
+ *   - subjects_remove: 0 exactly when such an entry is live; count;
+ *   - subjects_check (the tree's and the cache's bookkeeping) after each step.
  * At the end every live entry is removed and the tree must be back to its
  * root alone.  Violations abort(); ASan and UBSan catch the rest. */
 #include <stdbool.h>
@@ -235,8 +236,16 @@ check_match(struct world *w, const struct str *name)
 }
 
 static void
+check_set(const struct world *w)
+{
+	const char *why = subjects_check(w->set);
+	CHECK(why == NULL, "subjects_check: %s", why);
+}
+
+static void
 recheck(struct world *w)
 {
+	check_set(w);
 	CHECK(subjects_count(w->set) == w->nlive, "count %zu, want %zu", subjects_count(w->set),
 	    w->nlive);
 	for (size_t i = 0; i < w->nrecent; i++)
@@ -329,6 +338,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_match(&w, &s);
 			w.recent[w.nrecent < RECENT ? w.nrecent++ : (size_t)ops % RECENT] = s;
 			check_match(&w, &s); /* again: from the cache */
+			check_set(&w);
 			break;
 		}
 	}

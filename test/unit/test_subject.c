@@ -223,6 +223,15 @@ assert_distinct(void *const *r, size_t n)
 
 #define V(i) ((void *)(uintptr_t)(0x1000 + (i)))
 
+/* The set's own bookkeeping holds (subjects_check). */
+static void
+assert_sound(const struct subjects *set)
+{
+	const char *why = subjects_check(set);
+	if (why != NULL)
+		fail_msg("subjects_check: %s", why);
+}
+
 static void
 test_table(void **state)
 {
@@ -249,6 +258,7 @@ test_table(void **state)
 		/* The same again, from the cache. */
 		r = subjects_match(set, nm, strlen(nm), &n);
 		assert_int_equal(n, cases[i].match ? 1 : 0);
+		assert_sound(set);
 		subjects_free(set);
 	}
 
@@ -273,6 +283,7 @@ test_table(void **state)
 		}
 		assert_int_equal(n, want);
 	}
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -367,6 +378,7 @@ test_empty_set(void **state)
 	subjects_stats(set, &st);
 	assert_int_equal(st.nodes, 1);
 	assert_int_equal(st.cache_hits + st.cache_misses, 0); /* nothing looked at */
+	assert_sound(set);
 	subjects_free(set);
 	subjects_free(NULL);
 }
@@ -394,6 +406,7 @@ test_several_values(void **state)
 	assert_int_equal(subjects_remove(set, "a.*", 3, V(2)), 0);
 	r = subjects_match(set, "a.b", 3, &n);
 	assert_int_equal(n, 0);
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -429,6 +442,7 @@ test_dedupe(void **state)
 	r = subjects_match(set, "a.a.a", 5, &n);
 	assert_int_equal(n, 2);
 	assert_false(has(r, n, V(3)));
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -484,6 +498,63 @@ test_cache_dropped_on_change(void **state)
 	assert_int_equal(n, 2);
 	subjects_stats(set, &st);
 	assert_int_equal(st.cache_hits, hits + 1);
+	assert_sound(set);
+	subjects_free(set);
+}
+
+/* The answer for name "n.D" of the set test_cache_eviction makes. */
+static void
+assert_n_answer(struct subjects *set, unsigned d, bool extra)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "n.%u", d);
+	size_t n, want = 2 + (d < 100) + (extra && d == 7);
+	void *const *r = subjects_match(set, name, strlen(name), &n);
+	assert_int_equal(n, want);
+	assert_true(has(r, n, V(1)) && has(r, n, V(2)));
+	if (d < 100)
+		assert_true(has(r, n, V(100 + d)));
+	if (extra && d == 7)
+		assert_true(has(r, n, V(9)));
+}
+
+/* The cache holds 1,000 names; past its size it drops entries and stays
+ * right; a change drops it whole. */
+static void
+test_cache_eviction(void **state)
+{
+	(void)state;
+	struct subjects *set = subjects_new();
+	assert_non_null(set);
+	assert_int_equal(subjects_add(set, "n.*", 3, V(1)), 0);
+	assert_int_equal(subjects_add(set, "n.#", 3, V(2)), 0);
+	for (unsigned d = 0; d < 100; d++) {
+		char p[32];
+		snprintf(p, sizeof(p), "n.%u", d);
+		assert_int_equal(subjects_add(set, p, strlen(p), V(100 + d)), 0);
+	}
+	struct subjects_stats st;
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned d = 0; d < 1000; d++)
+			assert_n_answer(set, d, false);
+	subjects_stats(set, &st);
+	assert_int_equal(st.cache_misses, 1000);
+	assert_int_equal(st.cache_hits, 1000);
+
+	/* 5,000 names, three times over: some answers from the cache, every one right. */
+	for (int pass = 0; pass < 3; pass++)
+		for (unsigned d = 0; d < 5000; d++)
+			assert_n_answer(set, d, false);
+	assert_sound(set); /* every cached name can be found after all that dropping */
+	subjects_stats(set, &st);
+	assert_int_equal(st.cache_hits + st.cache_misses, 2000 + 15000);
+	assert_true(st.cache_hits > 1000 && st.cache_misses > 1000 + 5000);
+
+	/* A change: nothing stale is answered after it. */
+	assert_int_equal(subjects_add(set, "n.7", 3, V(9)), 0);
+	for (unsigned d = 0; d < 2000; d++)
+		assert_n_answer(set, d, true);
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -507,6 +578,7 @@ test_remove_what_is_not_there(void **state)
 	size_t n;
 	subjects_match(set, "a.b", 3, &n);
 	assert_int_equal(n, 1);
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -533,6 +605,7 @@ test_remove_prunes(void **state)
 		size_t n;
 		void *const *r = subjects_match(set, "a.b.c", 5, &n);
 		assert_false(has(r, n, V(i)));
+		assert_sound(set);
 	}
 	assert_int_equal(subjects_count(set), 0);
 	subjects_stats(set, &st);
@@ -543,6 +616,7 @@ test_remove_prunes(void **state)
 	assert_int_equal(subjects_add(set, "#", 1, V(2)), 0);
 	subjects_stats(set, &st);
 	assert_int_equal(st.nodes, 2);
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -584,6 +658,7 @@ test_many_patterns(void **state)
 	struct subjects_stats st;
 	subjects_stats(set, &st);
 	assert_int_equal(st.nodes, 1);
+	assert_sound(set);
 	subjects_free(set);
 }
 
@@ -636,6 +711,7 @@ test_no_blowup(void **state)
 	assert_false(subject_match(big, len, big_name + 2, len - 2));
 	free(big);
 	free(big_name);
+	assert_sound(set);
 	subjects_free(set); /* 100,000 nodes deep */
 }
 
@@ -650,6 +726,7 @@ test_oom_new(void **state)
 		struct subjects *set = subjects_new();
 		fail_after(-1);
 		if (set != NULL) {
+			assert_sound(set);
 			subjects_free(set);
 			assert_true(k > 0);
 			break;
@@ -695,6 +772,7 @@ test_oom_add(void **state)
 				}
 				assert_int_equal(r, -1);
 				assert_true(fails > 0);
+				assert_sound(set);
 				assert_int_equal(subjects_count(set), count);
 				subjects_stats(set, &after);
 				assert_int_equal(after.nodes, before.nodes);
@@ -708,6 +786,7 @@ test_oom_add(void **state)
 		m = subjects_match(set, "a.b", 3, &n);
 		assert_int_equal(n, 1);
 		assert_ptr_equal(m[0], V(1));
+		assert_sound(set);
 		subjects_free(set);
 	}
 }
@@ -734,6 +813,7 @@ test_oom_match(void **state)
 		fail_after(-1);
 		if (r == NULL && n == (size_t)-1) {
 			assert_true(fails > 0);
+			assert_sound(set);
 		} else {
 			assert_int_equal(n, 13); /* 7 of "#.1" and 6 of "*.1.>" */
 			for (int i = 0; i < 40; i++)
@@ -741,6 +821,7 @@ test_oom_match(void **state)
 		}
 		r = subjects_match(set, "x.1.y.z.1", 9, &n);
 		assert_int_equal(n, 13);
+		assert_sound(set);
 		subjects_free(set);
 		if (fails == 0) {
 			once++;
@@ -760,6 +841,7 @@ main(void)
 		cmocka_unit_test(test_several_values),
 		cmocka_unit_test(test_dedupe),
 		cmocka_unit_test(test_cache_dropped_on_change),
+		cmocka_unit_test(test_cache_eviction),
 		cmocka_unit_test(test_remove_what_is_not_there),
 		cmocka_unit_test(test_remove_prunes),
 		cmocka_unit_test(test_many_patterns),
