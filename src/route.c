@@ -133,40 +133,30 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 	return 0;
 }
 
-/* A publish to topic name while wildcard topics exist: to its own topic d
- * (if anyone subscribes to the name itself) and to every wildcard topic
- * that matches the name, counted as one message.  The targets are copied
+/* A publish to topic name while wildcard topics exist: to every topic the
+ * subject tree finds for the name, its own and each pattern that matches
+ * (dests_topic_matches), counted as one message.  The targets are copied
  * and held first: a delivery may end a subscription, and a wildcard topic
  * with it. */
 static __attribute__((noinline)) int
-publish_to_patterns(struct session *ss, struct dest *d, const char *name, size_t len,
-    struct msg *m)
+publish_to_patterns(struct session *ss, const char *name, size_t len, struct msg *m)
 {
 	struct broker *b = ss->broker;
 	struct dests *t = &b->dests;
 	struct dest *room[16], **to = room;
-	if (d != NULL && dest_is_pattern(d))
-		d = NULL; /* a SEND to a pattern's own name: it matches itself */
-	size_t have = d != NULL;
-	size_t n = dests_topic_matches(t, name, len, room + have, 16 - have);
+	size_t n = dests_topic_matches(t, name, len, room, 16);
 	if (n == SIZE_MAX)
 		return -1;
-	if (have + n > 16) {
-		if ((to = malloc((have + n) * sizeof(*to))) == NULL)
+	if (n > 16) {
+		if ((to = malloc(n * sizeof(*to))) == NULL)
 			return -1;
-		to[0] = d;
-		if (dests_topic_matches(t, name, len, to + have, n) != n) {
+		if (dests_topic_matches(t, name, len, to, n) != n) {
 			free(to);
 			return -1;
 		}
-	} else if (d != NULL) {
-		to[0] = d;
 	}
-	n += have;
-	if (n == 0) {
-		free(to == room ? NULL : to);
+	if (n == 0)
 		return publish(ss, NULL, m);
-	}
 	/* Expired already: it dies once, not once per topic. */
 	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(to[0], m))
 		n = 1;
@@ -201,7 +191,7 @@ route_publish_named(struct session *ss, struct dest *d, const char *name, size_t
     enum address_kind kind, struct msg *m)
 {
 	if (kind == ADDR_TOPIC && dests_have_patterns(&ss->broker->dests))
-		return publish_to_patterns(ss, d, name, len, m);
+		return publish_to_patterns(ss, name, len, m); /* d is among what it finds */
 	return publish(ss, d, m);
 }
 
@@ -276,11 +266,8 @@ route_send(struct session *ss, const char *name, size_t len, enum address_kind k
 	    route_carried(ss, name, len, kind))
 		return route_through_backend(ss, name, len, kind, m);
 	/* With wildcard topics, a topic SEND goes to each that matches too. */
-	if (__builtin_expect(kind == ADDR_TOPIC && dests_have_patterns(&ss->broker->dests), 0)) {
-		int err;
-		struct dest *d = route_resolve(ss, name, len, kind, &err);
-		return err != 0 ? -1 : publish_to_patterns(ss, d, name, len, m);
-	}
+	if (__builtin_expect(kind == ADDR_TOPIC && dests_have_patterns(&ss->broker->dests), 0))
+		return publish_to_patterns(ss, name, len, m);
 	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
 	if (d == NULL)
 		return send_uncached(ss, name, len, kind, m, where);

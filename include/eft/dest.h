@@ -80,11 +80,12 @@ struct dests {
 	const struct backend *backend;
 	struct dest_expiry *expiry;  /* a min-heap of the queued messages that expire */
 	size_t nexpiry, expiry_cap;
-	/* The topics whose name after /topic/ is a wildcard pattern
-	 * (subject.h), NULL until the first: a publish to a topic also goes
-	 * to each of them that matches its name. */
-	struct subjects *topic_patterns;
-	size_t npatterns;
+	/* Every /topic/ topic by its name after /topic/ (subject.h), NULL
+	 * until the first: while some are wildcard patterns (npatterns), a
+	 * publish to a topic goes to every topic the tree matches.  nodd:
+	 * topics whose name is a malformed pattern, kept out of the tree. */
+	struct subjects *topics;
+	size_t npatterns, nodd;
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -104,10 +105,10 @@ dests_have_patterns(const struct dests *t)
 {
 	return t->npatterns > 0;
 }
-/* The wildcard topics whose pattern matches topic name (all of it,
- * "/topic/..."): the first cap of them into out, and how many there are
- * (more than cap: call again with room for all); SIZE_MAX if out of
- * memory. */
+/* The topics a publish to topic name (all of it, "/topic/...") goes to:
+ * the topic of that name, if any, and every wildcard topic that matches
+ * it.  The first cap of them into out, and how many there are (more than
+ * cap: call again with room for all); SIZE_MAX if out of memory. */
 size_t dests_topic_matches(struct dests *t, const char *name, size_t len, struct dest **out,
     size_t cap);
 /* Forget every destination nothing holds (after the journal is read). */
