@@ -1,7 +1,8 @@
 """The test runners themselves (test/run, test/e2e/run.py): skips are
 counted in the final line and named; under REQUIRE_ALL=1 a skip that
 test/allowed-skips does not declare is a failure, for cmocka's tests and
-the end-to-end ones alike; and every line of test/allowed-skips declares a skip that a real test
+the end-to-end ones alike; a unit test binary that hangs is stopped and
+named; and every line of test/allowed-skips declares a skip that a real test
 can make.  Fake cmocka binaries (shell scripts printing what cmocka prints)
 and a fake test file stand in for real tests."""
 
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 import unittest
 
 import allowed_skips
@@ -99,6 +101,18 @@ class UnitRunTest(unittest.TestCase):
         rc, out = self.run_unit(plain, require_all=True)
         self.assertEqual(last_line(out), "2 passed, 1 failed, 0 skipped", out)
         self.assertIn("FAIL (REQUIRE_ALL=1): test_trim." + name, out)
+
+    def test_a_hung_binary_is_stopped_named_and_failed(self):
+        ok = cmocka_output(["test_a"], [])
+        build = self.build("build", {"test_hang": "exec sleep 60\n",
+                                     "test_ok": "cat <<'EOF'\n%sEOF\n" % ok})
+        t0 = time.time()
+        rc, out = self.run_unit(build, require_all=False, UNIT_TIMEOUT="1")
+        self.assertLess(time.time() - t0, 30, "the timeout did not stop the run's wait")
+        self.assertIn("unit: FAIL: %s/test/test_hang did not finish within 1s (timeout killed it)"
+                      % build, out)
+        self.assertEqual(last_line(out), "1 passed, 1 failed, 0 skipped", out)
+        self.assertEqual(rc, 1, out)
 
 
 FAKE_TESTS = '''
