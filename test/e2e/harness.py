@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import select
 import socket
 import ssl
 import subprocess
@@ -25,6 +24,8 @@ import tempfile
 import threading
 import time
 import unittest
+
+from shared_tls import SharedTLS, share_stomp_py_tls
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD", "build")
@@ -121,12 +122,14 @@ def wait_for(pred, timeout, what):
 
 def stomp_py(port, version="1.2", host="127.0.0.1", **kw):
     """A stomp.py connection object of the class for version, speaking TLS
-    (trusting the test CA) when the run is over TLS."""
+    (trusting the test CA) when the run is over TLS, its TLS calls one at a
+    time (shared_tls.share_stomp_py_tls)."""
     import stomp
     cls = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}[version]
     conn = cls([(host, port)], **kw)
     if TRANSPORT == "tls":
         conn.set_ssl(for_hosts=[(host, port)], ca_certs=certs().ca)
+        share_stomp_py_tls(conn)
     return conn
 
 
@@ -307,67 +310,6 @@ def open_socket(port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, contex
         s.close()
         raise
     return SharedTLS(t, timeout)
-
-
-class SharedTLS:
-    """A TLS socket that one thread may send on while another receives, as
-    tests do with plain sockets.  OpenSSL allows one call on a connection
-    at a time, so each send or recv runs non-blocking under a lock and waits
-    for the socket outside it.  Anything else goes to the SSLSocket."""
-
-    def __init__(self, sock, timeout):
-        self._sock = sock
-        self._lock = threading.Lock()
-        self._timeout = timeout
-        sock.setblocking(False)
-
-    def settimeout(self, timeout):
-        self._timeout = timeout
-
-    def gettimeout(self):
-        return self._timeout
-
-    def _io(self, call, *args):
-        deadline = None if self._timeout is None else time.time() + self._timeout
-        while True:
-            with self._lock:
-                try:
-                    return call(*args)
-                except ssl.SSLWantReadError:
-                    if self._timeout == 0:
-                        raise
-                    want_write = False
-                except ssl.SSLWantWriteError:
-                    if self._timeout == 0:
-                        raise
-                    want_write = True
-            wait = 0.05  # short: the other thread may have moved the connection on
-            if deadline is not None:
-                left = deadline - time.time()
-                if left <= 0:
-                    raise socket.timeout("timed out")
-                wait = min(wait, left)
-            select.select([self._sock], [self._sock] if want_write else [], [], wait)
-
-    def recv(self, n):
-        return self._io(self._sock.recv, n)
-
-    def send(self, data):
-        return self._io(self._sock.send, data)
-
-    def sendall(self, data):
-        view = memoryview(data)
-        while view:
-            view = view[self.send(view):]
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._sock.close()
 
 
 def _open_tcp(port, host, timeout, sockopts):

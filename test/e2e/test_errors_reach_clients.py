@@ -17,7 +17,7 @@ import time
 import unittest
 
 import harness
-from clientscript import HAVE_RUBY_STOMP, HAVE_STOMP_PY, RUBY, STOMP_PY_TLS_SKIP, TIMEOUT
+from clientscript import HAVE_RUBY_STOMP, HAVE_STOMP_PY, RUBY, TIMEOUT
 from harness import BrokerTest, RawClient, SLOW
 
 MB20 = 20 * 1000 * 1000
@@ -139,7 +139,6 @@ class RubyDefaultLimitsTest(LimitsTest):
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "stomp.py not available")
-@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
 class StompPyDefaultLimitsTest(LimitsTest):
     def test_20mb_body_against_the_default_limit(self):
         self.stomp_py("body")
@@ -151,7 +150,6 @@ class RubySmallLimitsTest(LimitsTest):
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "stomp.py not available")
-@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
 class StompPySmallLimitsTest(LimitsTest):
     config = SMALL
 

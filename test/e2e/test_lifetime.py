@@ -41,7 +41,7 @@ import unittest
 
 import harness
 from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
-                          STOMP_PY_TLS_SKIP, ScriptTest)
+                          ScriptTest)
 from harness import (DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
                      wait_for)
 from test_admin import get_json, scrape
@@ -1228,7 +1228,6 @@ class RubyLifetimeTest(LifetimeScript):
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
-@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
 @add_client_tests
 class StompPyLifetimeTest(LifetimeScript):
     command = [PYTHON, os.path.join(CLIENTS, "stomp_py_lifetime.py")]

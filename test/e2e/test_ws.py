@@ -252,9 +252,6 @@ class HandshakeTest(WsTest):
         wait_for(lambda: "not HTTP: a TLS handshake" in self.broker.read_log(), 5,
                  "the TLS client named in the log")
 
-    def test_connect_timeout_before_the_upgrade(self):
-        pass  # see TimeoutTest
-
 
 class StompOverWsTest(WsTest):
 
