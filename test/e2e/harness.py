@@ -861,9 +861,16 @@ class RawClient:
                 return
 
     def expect_nothing(self, wait=0.2):
-        """No frame arrives within `wait` seconds (heart-beat EOLs are ignored)."""
+        """No frame arrives within `wait` seconds (x SLOW, like every other
+        wait: a slow build must not make "nothing came" easier to pass).
+        Heart-beat EOLs are ignored."""
+        self.expect_nothing_for(wait * SLOW)
+
+    def expect_nothing_for(self, seconds):
+        """No frame arrives within exactly `seconds`, not scaled: for a window
+        whose length is itself what is measured (heart-beats counted in it)."""
         try:
-            f = self.read_frame(timeout=wait)
+            f = self.read_frame(timeout=seconds)
         except socket.timeout:
             return
         raise AssertionError("expected nothing, got %r" % f)
