@@ -13,6 +13,7 @@ open_socket speaks TLS, checking eftd's certificate."""
 import atexit
 import collections
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -20,8 +21,10 @@ import signal
 import select
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -277,6 +280,32 @@ def listening_ports(pid):
             if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
                 ports.add(int(field[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+def eftd_has_read(*socks):
+    """Whether eftd has read everything sent on each of socks (the test's
+    ends of connections to it): our kernel holds none of it unacknowledged
+    (SIOCOUTQ), so it reached eftd's socket, and that socket holds none of
+    it unread (its receive queue in /proc/net/tcp).  The event a sleep after
+    a send stood for ("eftd has read it by now"); poll it with wait_for."""
+    ends = set()
+    for s in socks:
+        unsent = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        if unsent:
+            return False
+        ends.add((s.getpeername()[1], s.getsockname()[1]))  # eftd's (local, remote) ports
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            ports = (int(field[1].rsplit(":", 1)[1], 16), int(field[2].rsplit(":", 1)[1], 16))
+            if ports in ends and int(field[4].split(":")[1], 16):
+                return False
+    return True
 
 
 def free_port():
