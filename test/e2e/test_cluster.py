@@ -174,7 +174,7 @@ class QueueTest(ClusterBase):
         send(p, "/queue/n", "once", rid="r")
         p.expect("RECEIPT")
         f = ca.expect("MESSAGE", 10)
-        t0 = time.time()    # the ack wait runs from before this delivery
+        t0 = time.time()    # just after the delivery, which the ack wait runs from
         ca.close()  # gone without an ACK: given back at once, not after the ack wait
         cb = self.client(b)
         subscribe(cb, "/queue/n", ack="client-individual")
@@ -202,7 +202,8 @@ class QueueTest(ClusterBase):
         p.expect("RECEIPT")
         held = read_bodies(cb, 5, 10)  # 5 unacknowledged; more may be buffered on b
         self.assertEqual(len(held), 5)
-        # (the stop takes ~2 s: cb, still open, is waited for after its ERROR)
+        # (the stop waits ~2 s for cb, still open after its ERROR; what b
+        # held goes back as it ends)
         self.assertEqual(b.stop(), 0, b.read_log()[-2000:])
         self.assertIn("stopped:", b.read_log())
         t0 = time.time()
