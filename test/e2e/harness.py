@@ -13,14 +13,17 @@ open_socket speaks TLS, checking eftd's certificate."""
 import atexit
 import collections
 import errno
+import fcntl
 import os
 import re
 import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -280,6 +283,32 @@ def listening_ports(pid):
             if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
                 ports.add(int(field[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+def eftd_has_read(*socks):
+    """Whether eftd has read everything sent on each of socks (the test's
+    ends of connections to it): our kernel holds none of it unacknowledged
+    (SIOCOUTQ), so it reached eftd's socket, and that socket holds none of
+    it unread (its receive queue in /proc/net/tcp).  The event a sleep after
+    a send stood for ("eftd has read it by now"); poll it with wait_for."""
+    ends = set()
+    for s in socks:
+        unsent = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        if unsent:
+            return False
+        ends.add((s.getpeername()[1], s.getsockname()[1]))  # eftd's (local, remote) ports
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            ports = (int(field[1].rsplit(":", 1)[1], 16), int(field[2].rsplit(":", 1)[1], 16))
+            if ports in ends and int(field[4].split(":")[1], 16):
+                return False
+    return True
 
 
 def free_port():
@@ -803,9 +832,16 @@ class RawClient:
                 return
 
     def expect_nothing(self, wait=0.2):
-        """No frame arrives within `wait` seconds (heart-beat EOLs are ignored)."""
+        """No frame arrives within `wait` seconds (x SLOW, like every other
+        wait: a slow build must not make "nothing came" easier to pass).
+        Heart-beat EOLs are ignored."""
+        self.expect_nothing_for(wait * SLOW)
+
+    def expect_nothing_for(self, seconds):
+        """No frame arrives within exactly `seconds`, not scaled: for a window
+        whose length is itself what is measured (heart-beats counted in it)."""
         try:
-            f = self.read_frame(timeout=wait)
+            f = self.read_frame(timeout=seconds)
         except socket.timeout:
             return
         raise AssertionError("expected nothing, got %r" % f)
