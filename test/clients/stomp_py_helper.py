@@ -4,7 +4,10 @@ an eftd on 127.0.0.1, a listener that collects what a connection receives
 with bounded waits that fail early on an ERROR frame, failure checks, and
 the scenario runner that prints "PASS name" / "FAIL name: why" per scenario
 and "LABEL: N passed, N failed".  Frames are read by stomp.py.
-EFT_CLIENT_DEBUG=1 prints each frame sent and received."""
+EFT_CLIENT_DEBUG=1 prints each frame sent and received.  Over TLS
+(EFT_TLS_CA) each connection's TLS calls run one at a time (stomp.py 8's
+receiver thread and sender share one SSL object unguarded: see
+test/e2e/shared_tls.py)."""
 
 import faulthandler
 import os
@@ -14,6 +17,11 @@ import time
 import traceback
 
 import stomp
+
+# shared_tls (test/e2e): stomp.py's receiver thread and the sender must not
+# call into one SSL object at once.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "e2e"))
+from shared_tls import share_stomp_py_tls  # noqa: E402
 
 HOST = "127.0.0.1"
 WAIT = 10              # seconds for any one expected frame
@@ -171,6 +179,7 @@ def connect(port, version, name, heartbeats=(0, 0), connect_kw=None, listener=No
     conn = cls([(HOST, port)], **args)
     if TLS_CA:
         conn.set_ssl(for_hosts=[(HOST, port)], ca_certs=TLS_CA)
+        share_stomp_py_tls(conn)
     col = listener(conn) if listener else Collector(name)
     conn.set_listener("collector", col)
     OPEN.append((conn, col))

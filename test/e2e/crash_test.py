@@ -193,7 +193,7 @@ def check(port, ledger, round_no):
             try:
                 f = c.read_frame(0.2)
             except socket.timeout:
-                if must <= got.keys() and time.time() - quiet_since > 0.5:
+                if must <= got.keys() and time.time() - quiet_since > 0.5 * SLOW:
                     break
                 continue
             quiet_since = time.time()

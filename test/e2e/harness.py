@@ -13,18 +13,22 @@ open_socket speaks TLS, checking eftd's certificate."""
 import atexit
 import collections
 import errno
+import fcntl
 import os
 import re
 import shutil
 import signal
-import select
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import unittest
+
+from shared_tls import SharedTLS, share_stomp_py_tls
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD", "build")
@@ -121,12 +125,14 @@ def wait_for(pred, timeout, what):
 
 def stomp_py(port, version="1.2", host="127.0.0.1", **kw):
     """A stomp.py connection object of the class for version, speaking TLS
-    (trusting the test CA) when the run is over TLS."""
+    (trusting the test CA) when the run is over TLS, its TLS calls one at a
+    time (shared_tls.share_stomp_py_tls)."""
     import stomp
     cls = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}[version]
     conn = cls([(host, port)], **kw)
     if TRANSPORT == "tls":
         conn.set_ssl(for_hosts=[(host, port)], ca_certs=certs().ca)
+        share_stomp_py_tls(conn)
     return conn
 
 
@@ -279,6 +285,32 @@ def listening_ports(pid):
     return ports
 
 
+def eftd_has_read(*socks):
+    """Whether eftd has read everything sent on each of socks (the test's
+    ends of connections to it): our kernel holds none of it unacknowledged
+    (SIOCOUTQ), so it reached eftd's socket, and that socket holds none of
+    it unread (its receive queue in /proc/net/tcp).  The event a sleep after
+    a send stood for ("eftd has read it by now"); poll it with wait_for."""
+    ends = set()
+    for s in socks:
+        unsent = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        if unsent:
+            return False
+        ends.add((s.getpeername()[1], s.getsockname()[1]))  # eftd's (local, remote) ports
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            ports = (int(field[1].rsplit(":", 1)[1], 16), int(field[2].rsplit(":", 1)[1], 16))
+            if ports in ends and int(field[4].split(":")[1], 16):
+                return False
+    return True
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -307,67 +339,6 @@ def open_socket(port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, contex
         s.close()
         raise
     return SharedTLS(t, timeout)
-
-
-class SharedTLS:
-    """A TLS socket that one thread may send on while another receives, as
-    tests do with plain sockets.  OpenSSL allows one call on a connection
-    at a time, so each send or recv runs non-blocking under a lock and waits
-    for the socket outside it.  Anything else goes to the SSLSocket."""
-
-    def __init__(self, sock, timeout):
-        self._sock = sock
-        self._lock = threading.Lock()
-        self._timeout = timeout
-        sock.setblocking(False)
-
-    def settimeout(self, timeout):
-        self._timeout = timeout
-
-    def gettimeout(self):
-        return self._timeout
-
-    def _io(self, call, *args):
-        deadline = None if self._timeout is None else time.time() + self._timeout
-        while True:
-            with self._lock:
-                try:
-                    return call(*args)
-                except ssl.SSLWantReadError:
-                    if self._timeout == 0:
-                        raise
-                    want_write = False
-                except ssl.SSLWantWriteError:
-                    if self._timeout == 0:
-                        raise
-                    want_write = True
-            wait = 0.05  # short: the other thread may have moved the connection on
-            if deadline is not None:
-                left = deadline - time.time()
-                if left <= 0:
-                    raise socket.timeout("timed out")
-                wait = min(wait, left)
-            select.select([self._sock], [self._sock] if want_write else [], [], wait)
-
-    def recv(self, n):
-        return self._io(self._sock.recv, n)
-
-    def send(self, data):
-        return self._io(self._sock.send, data)
-
-    def sendall(self, data):
-        view = memoryview(data)
-        while view:
-            view = view[self.send(view):]
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._sock.close()
 
 
 def _open_tcp(port, host, timeout, sockopts):
@@ -861,9 +832,16 @@ class RawClient:
                 return
 
     def expect_nothing(self, wait=0.2):
-        """No frame arrives within `wait` seconds (heart-beat EOLs are ignored)."""
+        """No frame arrives within `wait` seconds (x SLOW, like every other
+        wait: a slow build must not make "nothing came" easier to pass).
+        Heart-beat EOLs are ignored."""
+        self.expect_nothing_for(wait * SLOW)
+
+    def expect_nothing_for(self, seconds):
+        """No frame arrives within exactly `seconds`, not scaled: for a window
+        whose length is itself what is measured (heart-beats counted in it)."""
         try:
-            f = self.read_frame(timeout=wait)
+            f = self.read_frame(timeout=seconds)
         except socket.timeout:
             return
         raise AssertionError("expected nothing, got %r" % f)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from harness import SLOW, free_port
 
@@ -23,6 +24,7 @@ class NatsServer:
     def __init__(self, name="n1", port=None, cluster_port=None, routes=(), store=None):
         self.name = name
         self.port = port or free_port()
+        self.http_port = free_port()    # monitoring: who subscribes to what (subscribers)
         self.cluster_port = cluster_port
         self.routes = list(routes)
         self.dir = store or tempfile.mkdtemp(prefix="eft-nats-")
@@ -35,7 +37,7 @@ class NatsServer:
 
     def start(self, wait=True):
         cmd = [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-n", self.name,
-               "-sd", os.path.join(self.dir, "js")]
+               "-m", str(self.http_port), "-sd", os.path.join(self.dir, "js")]
         if self.cluster_port:
             cmd += ["--cluster_name", "eft", "--cluster",
                     "nats://127.0.0.1:%d" % self.cluster_port]
@@ -131,3 +133,26 @@ def stream_messages(port, stream="EFT_QUEUES"):
     """Messages the stream holds (a work queue: not yet acknowledged)."""
     info = stream_info(port, stream)
     return info["state"]["messages"] if "state" in info else None
+
+
+def stream_last_seq(port, stream="EFT_TOPICS"):
+    """The stream's last sequence number: how many messages it has taken in,
+    kept or not (a message nobody is interested in still takes one)."""
+    info = stream_info(port, stream)
+    return info["state"]["last_seq"] if "state" in info else 0
+
+
+def consumers(port, stream="EFT_TOPICS"):
+    """The stream's consumers, as JetStream describes them (name,
+    num_waiting: pull requests not yet expired or filled, ...)."""
+    return json.loads(request(port, "$JS.API.CONSUMER.LIST." + stream)).get("consumers") or []
+
+
+def subscribers(server, prefix):
+    """The connections to server with a subscription on a subject that
+    starts with prefix, from its monitoring port (/subsz): interest NATS
+    has, so a message published now reaches them."""
+    url = "http://127.0.0.1:%d/subsz?subs=1&limit=100000" % server.http_port
+    with urllib.request.urlopen(url, timeout=5 * SLOW) as r:
+        subs = json.load(r).get("subscriptions_list") or []
+    return {s["cid"] for s in subs if s["subject"].startswith(prefix)}

@@ -14,7 +14,8 @@ import unittest
 
 import harness
 from harness import BrokerTest, Broker, RawClient, EFTD, ROOT, SLOW, frame
-from harness import expect_receipt, open_socket
+from harness import eftd_has_read, expect_receipt, open_socket, wait_for
+from test_admin import scrape
 
 
 def run_eftd(*args, timeout=5):
@@ -28,6 +29,11 @@ def run_eftd(*args, timeout=5):
 
 def lines(text):
     return [l for l in text.splitlines() if l.strip()]
+
+
+def open_connections(admin_port):
+    """Client connections eftd has open, from /metrics on its admin listener."""
+    return sum(v for k, v in scrape(admin_port).items() if k.startswith("eft_connections{"))
 
 
 def have_ipv6_loopback():
@@ -282,12 +288,14 @@ class CliTest(BrokerTest):
     # ---- logging ----
 
     def test_log_level_error_is_quiet(self):
-        b = Broker(args=["-l", "error"]).start()
+        # an admin listener to see the close handled (nothing is logged for it)
+        b = Broker(args=["-l", "error"],
+                   listen=[(harness.TRANSPORT, "127.0.0.1"), ("http", "127.0.0.1")]).start()
         try:
             c = RawClient(b.port)
             c.connect()
             c.close()
-            time.sleep(0.1)
+            wait_for(lambda: open_connections(b.ports[1]) == 0, 5, "eftd to handle the close")
             b.stop()
             log = b.read_log()
         finally:
@@ -332,7 +340,7 @@ class CliTest(BrokerTest):
         c.connect()
         c.send(b"SEND\ndestination:/nowhere/x\n\nx\0")
         c.expect_error_and_close()
-        time.sleep(0.1)
+        wait_for(lambda: peer + ": connection closed" in self.broker.read_log(), 5, "the close")
         mine = [l for l in self.broker.read_log().splitlines() if peer in l]
         self.assertTrue([l for l in mine if "open" in l], mine)
         self.assertTrue([l for l in mine if "error" in l and "destination" in l], mine)
@@ -368,8 +376,11 @@ class CliTest(BrokerTest):
         self.clients.append(h)
         h.connect()
         h.send(b"SEND\ndestination:/queue/held\ncontent-length:1000\n\nhalf")
-        RawClient(port).sock.close()  # and one that never sent anything
-        time.sleep(0.1)
+        silent = RawClient(port)  # and one that never sent anything
+        gone = "127.0.0.1:%d: connection closed" % silent.sock.getsockname()[1]
+        silent.close()
+        wait_for(lambda: eftd_has_read(h.sock), 5, "eftd to read the half frame")
+        wait_for(lambda: gone in self.broker.read_log(), 5, "eftd to see the silent one go")
 
     def stop_with(self, sig):
         self.broker.proc.send_signal(sig)

@@ -11,9 +11,8 @@ a PASS line required.  A failure shows the script's output and eftd's log.
 import os
 import unittest
 
-import harness
 from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
-                          STOMP_PY_TLS_SKIP, ScriptTest, add_scenario_tests)
+                          ScriptTest, add_scenario_tests)
 
 RUBY_SCRIPT = os.path.join(CLIENTS, "ruby_client.rb")
 PY_SCRIPT = os.path.join(CLIENTS, "stomp_py_client.py")
@@ -39,7 +38,6 @@ class RubyStompGemTest(ScriptTest):
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
-@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
 class StompPyTest(ScriptTest):
     command = [PYTHON, PY_SCRIPT]
     summary = "stomp.py"

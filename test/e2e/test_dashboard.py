@@ -212,7 +212,14 @@ class DashboardTest(unittest.TestCase):
         self.assertIn(first, ("ascending", "descending"))
         by_depth = sorted(QUEUES.items(), key=lambda kv: kv[1], reverse=first == "descending")
         self.assertEqual(order(), [list(kv) for kv in by_depth])
-        time.sleep(1.5)  # a refresh or two
+        # two refreshes (each ends by writing "updated TIME", to the second)
+        seen = [self.snapshot()["status"]]
+
+        def refreshed_twice(snap):
+            if snap["status"] != seen[-1]:
+                seen.append(snap["status"])
+            return len(seen) >= 3
+        self.wait_page(refreshed_twice, "two refreshes after the sort")
         self.assertEqual(order(), [list(kv) for kv in by_depth])
         self.page.evaluate(header + ".click()", throw=True)
         self.assertNotEqual(self.page.evaluate(header + ".getAttribute('aria-sort')"), first)

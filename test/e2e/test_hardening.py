@@ -684,7 +684,7 @@ class QueueSlowConsumerTest(BrokerTest):
         last = -1
         deadline = time.time() + 20 * SLOW
         while time.time() < deadline:
-            time.sleep(0.3)
+            time.sleep(0.3 * SLOW)     # nothing more within this: it has all it will get
             if len(reader.seqs) == last:
                 break
             last = len(reader.seqs)
@@ -1118,7 +1118,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                         waiting.discard(i)
                         sel.unregister(s)
             self.assertEqual(waiting, set(), "no CONNECTED on %d connections" % len(waiting))
-            time.sleep(0.2)                # the half CONNECTs have been read by now
+            wait_for(lambda: harness.eftd_has_read(*socks), 10, "eftd to read the half frames")
             for i, s in enumerate(socks):
                 if i % 4 < 2:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -1177,7 +1177,7 @@ class QueueHoldsThroughAbuseTest(unittest.TestCase):
                  5, "the stuck topic subscriber to be cut off")
         last = -1
         for _ in range(50):
-            time.sleep(0.2)
+            time.sleep(0.2 * SLOW)     # nothing more within this: it has all it will get
             if len(reader.seqs) == last:
                 break
             last = len(reader.seqs)

@@ -22,9 +22,10 @@ def hb_values(f):
 
 
 def count_beats(c, seconds):
-    """Read for `seconds`; fail on any frame; return the EOLs seen."""
+    """Read for exactly `seconds` (not scaled: the count depends on the
+    window); fail on any frame; return the EOLs seen."""
     before = c.heartbeats
-    c.expect_nothing(seconds)
+    c.expect_nothing_for(seconds)
     return c.heartbeats - before
 
 

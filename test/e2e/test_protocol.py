@@ -4,11 +4,10 @@ repeated headers, line endings, frames split or batched, and what a MESSAGE
 carries."""
 
 import socket
-import time
 import unittest
 
 from harness import BrokerTest, frame, SLOW
-from harness import expect_receipt, subscribe
+from harness import eftd_has_read, expect_receipt, subscribe, wait_for
 
 
 def send(c, dest, body="", headers=(), receipt=None):
@@ -522,7 +521,7 @@ class FramingTest(BrokerTest):
                 b"SEND\ndestination:/queue/split\ncontent-length:5\nreceipt:r\n\nab\0cd\0")
         for i in range(len(data)):
             c.send(data[i:i + 1])
-            time.sleep(0.002)
+            wait_for(lambda: eftd_has_read(c.sock), 5, "eftd to read byte %d" % i)
         c.expect("CONNECTED")
         frames = c.read_frames(2)
         m = [f for f in frames if f.command == "MESSAGE"][0]
@@ -541,9 +540,9 @@ class FramingTest(BrokerTest):
         p.send(frame("SEND", [("destination", "/queue/later"), ("x-k", "first")], "A") +
                b"SEND\ndestination:/queue/later\nx-k:second\ncontent-length:%d\n"
                b"receipt:rb\n\n" % len(body))
-        time.sleep(0.1)
+        wait_for(lambda: eftd_has_read(p.sock), 5, "eftd to read the first frame and headers")
         p.send(body[:50000])
-        time.sleep(0.05)
+        wait_for(lambda: eftd_has_read(p.sock), 5, "eftd to read half the body")
         p.send(body[50000:] + b"\0")
         f = p.read_frame()
         self.assertEqual((f.command, f.get("receipt-id")), ("RECEIPT", "rb"), f)

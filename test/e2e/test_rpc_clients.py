@@ -21,7 +21,7 @@ import unittest
 
 import harness
 from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
-                          STOMP_PY_TLS_SKIP, ScriptTest, add_scenario_tests, clean_env)
+                          ScriptTest, add_scenario_tests, clean_env)
 
 EXAMPLES = os.path.join(harness.ROOT, "tools", "examples")
 RUBY_SCRIPT = os.path.join(CLIENTS, "ruby_rpc.rb")
@@ -43,7 +43,6 @@ class RubyRpcTest(ScriptTest):
 
 
 @unittest.skipUnless(HAVE_STOMP_PY, "python3 with stomp.py (python3-stomp) not available")
-@unittest.skipIf(harness.TRANSPORT == "tls", STOMP_PY_TLS_SKIP)
 class StompPyRpcTest(ScriptTest):
     command = [PYTHON, PY_SCRIPT]
     summary = "stomp.py-rpc"

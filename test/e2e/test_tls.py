@@ -71,6 +71,10 @@ class TlsTest(harness.BrokerTest):
 
 
 class ListenersTest(TlsTest):
+    # Well past what a test waits for a refusal "at once" (3 s x SLOW): one
+    # that waited for connect-timeout-ms fails it.
+    config = "connect-timeout-ms = %d\n" % (20000 * SLOW)
+
     def test_message_crosses_listeners(self):
         tls = self.keep(tls_client(self.tls_port))
         tcp = self.keep(plain_client(self.tcp_port))
