@@ -103,10 +103,14 @@ $(BUILD)/eft-passwd: $(BUILD)/obj/tools/eft-passwd.o $(BUILD)/obj/tools/ask.o $(
 $(BUILD)/eftctl: $(BUILD)/obj/tools/eftctl.o $(BUILD)/obj/tools/ask.o
 	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -levent -lsodium -o $@
 
-# test_oom makes allocations fail: every malloc, calloc and realloc of eft's
-# own code goes through its wrappers.
+# The wildcard subjects' micro-benchmark (issue 25): not part of make test.
+$(BUILD)/subject-bench: $(BUILD)/obj/tools/subject-bench.o $(BUILD)/obj/subject.o
+	$(QLD)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
+
+# test_oom and test_subject make allocations fail: every malloc, calloc and
+# realloc of eft's own code goes through their wrappers.
 # (Not in LDFLAGS: make asan sets that on the command line.)
-$(BUILD)/test/test_oom: WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+$(BUILD)/test/test_oom $(BUILD)/test/test_subject: WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
 	$(Q)mkdir -p $(dir $@)
@@ -180,7 +184,7 @@ fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
 	    OPTFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" LDFLAGS="-fsanitize=fuzzer,address,undefined" \
 	    build-fuzz/parser-fuzzer build-fuzz/proto-fuzzer build-fuzz/ws-fuzzer build-fuzz/store-fuzzer \
-	    build-fuzz/admin-fuzzer build-fuzz/selector-fuzzer build-fuzz/cluster-fuzzer
+	    build-fuzz/admin-fuzzer build-fuzz/selector-fuzzer build-fuzz/cluster-fuzzer build-fuzz/subject-fuzzer
 
 build-fuzz/%-fuzzer: test/fuzz/%-fuzzer.c $(LIB_OBJS)
 	$(QLD)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@

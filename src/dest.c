@@ -10,12 +10,14 @@
 
 #include <uthash.h>
 
+#include "eft/address.h"
 #include "eft/backend.h"
 #include "eft/dest.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/policy.h"
 #include "eft/sub.h"
+#include "eft/subject.h"
 
 /* A queue's messages: one list per priority, linked through the messages,
  * and a bit per priority that has any, so the next one is found with one
@@ -38,6 +40,8 @@ struct dest {
 	struct dests *owner;
 	const struct dest_policy *policy;
 	bool plain;                           /* no message-ttl, overflow blocks: the common path */
+	bool pattern;                         /* a wildcard topic */
+	bool in_tree;                         /* in owner->topics (a /topic/ name not odd) */
 	struct msgq q;                        /* queues only */
 	size_t holds;                         /* COMMITs being applied to it */
 	uint64_t pops;                        /* messages taken off the queue, ever */
@@ -282,6 +286,75 @@ dests_find(struct dests *t, const char *name, size_t len)
 	return d;
 }
 
+/* Every /topic/ topic is in the subject tree, by its name after /topic/:
+ * a wildcard topic by its pattern, a plain one by its name, so that one
+ * look in the tree finds every topic a publish goes to.  A name that is a
+ * malformed pattern is neither (SUBSCRIBE refuses it, but a durable
+ * subscription to such a name made before wildcards existed still works as
+ * it did): it stays out of the tree and is found by name (t->nodd).  -1 if
+ * out of memory. */
+static int
+topic_index(struct dests *t, struct dest *d)
+{
+	const char *subject = d->name + TOPIC_PREFIX_LEN;
+	size_t len = d->name_len - TOPIC_PREFIX_LEN;
+	struct subject_error err;
+	int kind = address_has_prefix(d->name, d->name_len, TOPIC_PREFIX, TOPIC_PREFIX_LEN) ?
+	    subject_parse(subject, len, &err) : -1;
+	if (kind < 0) {
+		t->nodd++;
+		return 0;
+	}
+	if (t->topics == NULL && (t->topics = subjects_new()) == NULL)
+		return -1;
+	if (subjects_add(t->topics, subject, len, d) != 0)
+		return -1;
+	d->in_tree = true;
+	d->pattern = kind == 1;
+	t->npatterns += d->pattern;
+	return 0;
+}
+
+static void
+topic_unindex(struct dests *t, struct dest *d)
+{
+	if (!d->in_tree) {
+		t->nodd--;
+		return;
+	}
+	subjects_remove(t->topics, d->name + TOPIC_PREFIX_LEN, d->name_len - TOPIC_PREFIX_LEN, d);
+	t->npatterns -= d->pattern;
+}
+
+size_t
+dests_topic_matches(struct dests *t, const char *name, size_t len, struct dest **out, size_t cap)
+{
+	size_t n = 0;
+	if (t->topics != NULL && address_has_prefix(name, len, TOPIC_PREFIX, TOPIC_PREFIX_LEN)) {
+		void *const *found = subjects_match(t->topics, name + TOPIC_PREFIX_LEN,
+		    len - TOPIC_PREFIX_LEN, &n);
+		if (found == NULL && n == SIZE_MAX)
+			return SIZE_MAX;
+		for (size_t i = 0; i < n && i < cap; i++)
+			out[i] = found[i];
+	}
+	if (t->nodd > 0) {
+		struct dest *d = dests_find(t, name, len);
+		if (d != NULL && d->kind == DEST_TOPIC && !d->in_tree) {
+			if (n < cap)
+				out[n] = d;
+			n++;
+		}
+	}
+	return n;
+}
+
+bool
+dest_is_pattern(const struct dest *d)
+{
+	return d->pattern;
+}
+
 struct dest *
 dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 {
@@ -303,6 +376,11 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
 	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
+	if (kind == DEST_TOPIC && topic_index(t, d) != 0) {
+		free(d->name);
+		free(d);
+		return NULL;
+	}
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
@@ -320,6 +398,8 @@ dest_free(struct dests *t, struct dest *d)
 	while (d->nfeeds > 0)
 		dest_unbind(d->feeds[0]);
 	q_free(d);
+	if (d->kind == DEST_TOPIC)
+		topic_unindex(t, d);
 	free(d->feeds);
 	free(d->name);
 	free(d);
@@ -352,6 +432,9 @@ dests_free(struct dests *t)
 	free(t->expiry);
 	t->expiry = NULL;
 	t->nexpiry = t->expiry_cap = 0;
+	if (t->topics != NULL)
+		subjects_free(t->topics);
+	t->topics = NULL;
 }
 
 void

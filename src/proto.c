@@ -25,6 +25,7 @@
 #include "eft/route.h"
 #include "eft/selector.h"
 #include "eft/sub.h"
+#include "eft/subject.h"
 #include "eft/temp.h"
 #include "eft/tx.h"
 #include "eft/version.h"
@@ -577,6 +578,40 @@ struct sub_request {
 	const struct header *selector;    /* NULL: every message */
 };
 
+/* A wildcard pattern in a SUBSCRIBE's queue or topic name (subject.h):
+ * *fixed becomes the length of the part every name it matches begins with.
+ * RESULT_OK for a plain name or a pattern eftd serves; RESULT_FAILED after
+ * the ERROR for a malformed one, or one it does not serve yet. */
+static enum result
+subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_t *fixed)
+{
+	const struct header *dh = rq->dest;
+	size_t prefix = rq->kind == ADDR_TOPIC ? TOPIC_PREFIX_LEN : QUEUE_PREFIX_LEN;
+	const char *subject = dh->value + prefix;
+	size_t len = dh->value_len - prefix;
+	struct subject_error err;
+	int rc = subject_parse(subject, len, &err);
+	if (rc == 0)
+		return RESULT_OK;
+	if (rc < 0)
+		return fail(c, f, "malformed wildcard pattern",
+		    "'%.*s': %s at byte %zu of the name after %s ('*' is one element, '#' "
+		    "any number, '>' one or more at the end; elements are separated by '.').",
+		    SHOWN(dh), err.why, err.pos, rq->kind == ADDR_TOPIC ? TOPIC_PREFIX : QUEUE_PREFIX);
+	if (rq->kind == ADDR_QUEUE)
+		return fail(c, f, "wildcard queue subscriptions are not supported",
+		    "'%.*s' is a pattern; eftd takes wildcards on /topic/ subscriptions only. "
+		    "Subscribe to each queue by its name.", SHOWN(dh));
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->interest_added != NULL)
+		return fail(c, f, "wildcard subscriptions are not supported in cluster mode",
+		    "'%.*s' is a pattern; in cluster mode eftd does not carry wildcard "
+		    "subscriptions between nodes yet. Subscribe to each topic by its name.",
+		    SHOWN(dh));
+	*fixed = prefix + subject_fixed_prefix(subject, len);
+	return RESULT_OK;
+}
+
 /* The destination, id, ack mode, prefetch and durable name of a SUBSCRIBE;
  * RESULT_OK, or RESULT_FAILED after the ERROR. */
 static enum result
@@ -586,9 +621,15 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (dh == NULL)
 		return RESULT_FAILED;
 	rq->dest = dh;
-	if (!auth_may_read(c->session->user, dh->value, dh->value_len))
-		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'.",
-		    auth_user_name(c->session->user), SHOWN(dh));
+	size_t fixed = dh->value_len;
+	if (rq->kind <= ADDR_TOPIC && subscribe_pattern(c, f, rq, &fixed) != RESULT_OK)
+		return RESULT_FAILED;
+	/* A pattern: the user's read permission must cover every name it can
+	 * match, which all begin with its fixed part. */
+	if (!auth_may_read(c->session->user, dh->value, fixed))
+		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'%s.",
+		    auth_user_name(c->session->user), SHOWN(dh), fixed < dh->value_len ?
+		    " (a pattern needs read permission for every name it can match)" : "");
 	if (rq->kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
 		    "Only the connection that made a temp-queue receives from it: "

@@ -1,11 +1,14 @@
 /* route.c - where a SEND goes.  Kept apart from the protocol handlers so that
  * a SEND inside a transaction is routed by the same code at COMMIT. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eft/backend.h"
 #include "eft/broker.h"
 #include "eft/dest.h"
 #include "eft/log.h"
+#include "eft/msg.h"
 #include "eft/route.h"
 #include "eft/session.h"
 #include "eft/temp.h"
@@ -74,7 +77,6 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 	 * now-or-never one: durable subscribers may take it now.) */
 	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(d, m)) {
 		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
-		b->stats.msgs_in++;
 		return 0;
 	}
 	/* A topic's durable subscriptions get copies of their own first (the
@@ -101,7 +103,17 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 			return -1;
 	}
 	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
-	b->stats.msgs_in++;
+	return 0;
+}
+
+/* m to d, not counted (publish counts). */
+static inline int
+deliver(struct session *ss, struct dest *d, struct msg *m)
+{
+	struct broker *b = ss->broker;
+	if (b->backend != NULL || b->durables > 0)
+		return publish_kept(ss, d, m);
+	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	return 0;
 }
 
@@ -115,16 +127,71 @@ publish(struct session *ss, struct dest *d, struct msg *m)
 		msg_unref(m);
 		return 0;
 	}
-	if (b->backend != NULL || b->durables > 0)
-		return publish_kept(ss, d, m);
-	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
+	if (deliver(ss, d, m) != 0)
+		return -1;
 	b->stats.msgs_in++;
+	return 0;
+}
+
+/* A publish to topic name while wildcard topics exist: to every topic the
+ * subject tree finds for the name, its own and each pattern that matches
+ * (dests_topic_matches), counted as one message.  The targets are copied
+ * and held first: a delivery may end a subscription, and a wildcard topic
+ * with it. */
+static __attribute__((noinline)) int
+publish_to_patterns(struct session *ss, const char *name, size_t len, struct msg *m)
+{
+	struct broker *b = ss->broker;
+	struct dests *t = &b->dests;
+	struct dest *room[16], **to = room;
+	size_t n = dests_topic_matches(t, name, len, room, 16);
+	if (n == SIZE_MAX)
+		return -1;
+	if (n > 16) {
+		if ((to = malloc(n * sizeof(*to))) == NULL)
+			return -1;
+		if (dests_topic_matches(t, name, len, to, n) != n) {
+			free(to);
+			return -1;
+		}
+	}
+	if (n == 0)
+		return publish(ss, NULL, m);
+	/* Expired already: it dies once, not once per topic. */
+	if (m->expires_ms != 0 && !m->now_or_never && dest_msg_expired(to[0], m))
+		n = 1;
+	for (size_t i = 0; i < n; i++)
+		dest_hold(to[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			msg_ref(m);
+		if (deliver(ss, to[i], m) != 0) {
+			msg_unref(m);
+			b->stats.dropped[STAT_DROP_NO_MEMORY]++;
+		}
+	}
+	b->stats.msgs_in++;
+	for (size_t i = 0; i < n; i++) {
+		dest_unhold(to[i]);
+		dests_release(t, to[i]);
+	}
+	if (to != room)
+		free(to);
 	return 0;
 }
 
 int
 route_publish(struct session *ss, struct dest *d, struct msg *m)
 {
+	return publish(ss, d, m);
+}
+
+int
+route_publish_named(struct session *ss, struct dest *d, const char *name, size_t len,
+    enum address_kind kind, struct msg *m)
+{
+	if (kind == ADDR_TOPIC && dests_have_patterns(&ss->broker->dests))
+		return publish_to_patterns(ss, name, len, m); /* d is among what it finds */
 	return publish(ss, d, m);
 }
 
@@ -153,7 +220,7 @@ route_through_backend(struct session *ss, const char *name, size_t len, enum add
 	}
 	/* A topic's subscribers here get it from here: NATS does not echo it. */
 	struct dest *d = route_resolve(ss, name, len, kind, &rc);
-	if (rc != 0 || publish(ss, d, m) != 0) {
+	if (rc != 0 || route_publish_named(ss, d, name, len, kind, m) != 0) {
 		msg_unref(m);
 		b->stats.dropped[STAT_DROP_NO_MEMORY]++;
 	}
@@ -198,6 +265,9 @@ route_send(struct session *ss, const char *name, size_t len, enum address_kind k
 	if (__builtin_expect(ss->broker->backend != NULL, 0) &&
 	    route_carried(ss, name, len, kind))
 		return route_through_backend(ss, name, len, kind, m);
+	/* With wildcard topics, a topic SEND goes to each that matches too. */
+	if (__builtin_expect(kind == ADDR_TOPIC && dests_have_patterns(&ss->broker->dests), 0))
+		return publish_to_patterns(ss, name, len, m);
 	struct dest *d = kind <= ADDR_TOPIC ? route_cached(ss, name, len) : NULL;
 	if (d == NULL)
 		return send_uncached(ss, name, len, kind, m, where);

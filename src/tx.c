@@ -194,7 +194,13 @@ tx_commit(struct session *ss, struct tx *t)
 		bool may_die = op->msg->expires_ms != 0;
 		if (op->target != NULL)
 			dest_unhold(op->target);
-		route_publish(ss, op->target, op->msg); /* cannot fail */
+		/* Cannot fail but for out of memory among wildcard topics. */
+		if (route_publish_named(ss, op->target, op->dest, op->dest_len, op->dest_kind,
+		    op->msg) != 0) {
+			log_error("%s: transaction %s: a SEND to %.*s was lost: out of memory",
+			    session_peer(ss), t->name, (int)op->dest_len, op->dest);
+			msg_unref(op->msg);
+		}
 		op->msg = NULL;
 		/* A queue made for a message that died as it came holds nothing. */
 		if (may_die && op->target != NULL)

@@ -14,6 +14,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define QUEUE_PREFIX "/queue/"
+#define QUEUE_PREFIX_LEN 7
+#define TOPIC_PREFIX "/topic/"
+#define TOPIC_PREFIX_LEN 7
 #define TEMP_PREFIX "/temp-queue/"
 #define TEMP_PREFIX_LEN 12
 #define REPLY_PREFIX "/reply-queue/"

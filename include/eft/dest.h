@@ -29,6 +29,7 @@ struct backend;
 struct dest;
 struct dest_policy;
 struct msg;
+struct subjects;
 struct sub;
 struct temp;
 
@@ -79,6 +80,12 @@ struct dests {
 	const struct backend *backend;
 	struct dest_expiry *expiry;  /* a min-heap of the queued messages that expire */
 	size_t nexpiry, expiry_cap;
+	/* Every /topic/ topic by its name after /topic/ (subject.h), NULL
+	 * until the first: while some are wildcard patterns (npatterns), a
+	 * publish to a topic goes to every topic the tree matches.  nodd:
+	 * topics whose name is a malformed pattern, kept out of the tree. */
+	struct subjects *topics;
+	size_t npatterns, nodd;
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -92,6 +99,18 @@ void dests_release(struct dests *t, struct dest *d);
 /* Delete d (it has no subscribers) with its messages. */
 void dests_delete(struct dests *t, struct dest *d);
 void dests_free(struct dests *t);
+/* Are there wildcard topics (dests_topic_matches has something to find)? */
+static inline bool
+dests_have_patterns(const struct dests *t)
+{
+	return t->npatterns > 0;
+}
+/* The topics a publish to topic name (all of it, "/topic/...") goes to:
+ * the topic of that name, if any, and every wildcard topic that matches
+ * it.  The first cap of them into out, and how many there are (more than
+ * cap: call again with room for all); SIZE_MAX if out of memory. */
+size_t dests_topic_matches(struct dests *t, const char *name, size_t len, struct dest **out,
+    size_t cap);
 /* Forget every destination nothing holds (after the journal is read). */
 void dests_prune(struct dests *t);
 /* How many of each, and the messages they hold (the admin API, metrics). */
@@ -121,6 +140,9 @@ const char *dest_name(const struct dest *d);
 size_t dest_name_len(const struct dest *d);
 bool dest_is(const struct dest *d, const char *name, size_t len);
 enum dest_kind dest_kind(const struct dest *d);
+/* A wildcard topic: its name after /topic/ is a pattern (subject.h), and it
+ * gets what is published to the topics it matches. */
+bool dest_is_pattern(const struct dest *d);
 size_t dest_depth(const struct dest *d);       /* messages queued */
 size_t dest_bytes(const struct dest *d);       /* their memory */
 size_t dest_subscribers(const struct dest *d);

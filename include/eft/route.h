@@ -20,6 +20,11 @@ struct dest *route_resolve(struct session *ss, const char *name, size_t len,
 /* Publish m to d (from route_resolve; NULL drops it, counted).  0: the
  * reference is taken; -1: out of memory, the caller keeps it. */
 int route_publish(struct session *ss, struct dest *d, struct msg *m);
+/* route_publish for a SEND to name of kind, resolved to d before (a
+ * transaction's COMMIT): a topic's message also goes to the wildcard topics
+ * that match name. */
+int route_publish_named(struct session *ss, struct dest *d, const char *name, size_t len,
+    enum address_kind kind, struct msg *m);
 /* Does a SEND to name go through the backend (the cluster: a queue, a
  * topic, or another node's temp-queue)? */
 bool route_carried(const struct session *ss, const char *name, size_t len,

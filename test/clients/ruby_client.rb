@@ -567,6 +567,35 @@ def sc_bulk(port)
   "#{n} x 8 KB to a consumer that was not reading, all in order"
 end
 
+# Wildcard subscriptions through Stomp::Client: ActiveMQ's * and >, and
+# RabbitMQ's #, each subscription getting what matches, once, with the
+# name it was sent to.
+def sc_wildcards(port)
+  base = "rb-wild-#{RUN}"
+  cl = new_client(port, '1.2')
+  q = Queue.new
+  pats = { 'star' => "#{base}.price.*", 'amq' => "#{base}.price.>", 'rmq' => "#{base}.#" }
+  pats.each { |sid, pat| cl.subscribe("/topic/#{pat}", id: sid) { |m| q << m } }
+  sync_client(cl, 'wildcard subscriber')
+  pub = conn_v(port, '1.2')
+  names = ["#{base}.price.ACME", "#{base}.price.ACME.ny", base, "#{base}.bond", "x.#{base}"]
+  names.each { |n| pub.publish("/topic/#{n}", n) }
+  want = [['star', names[0]], ['amq', names[0]], ['rmq', names[0]], ['amq', names[1]],
+          ['rmq', names[1]], ['rmq', names[2]], ['rmq', names[3]]].sort
+  got = want.size.times.map do |i|
+    m = pop_within(q, WAIT, "wildcard delivery #{i + 1} of #{want.size}")
+    eq(m.headers['destination'], "/topic/#{m.body}", 'destination is the name sent to')
+    [m.headers['subscription'], m.body]
+  end
+  eq(got.sort, want, 'deliveries (subscription, name)')
+  pub.publish("/topic/#{base}.end", 'end')
+  eq(pop_within(q, WAIT, 'the end marker').body, 'end', 'nothing more came before the end marker')
+  quiet_disconnect(pub)
+  Timeout.timeout(5, Failure, 'client close took too long') { cl.close }
+  $open_conns.delete(cl)
+  "#{want.size} deliveries to *, > and # subscriptions on one Stomp::Client"
+end
+
 SCENARIOS = {
   'stomp10' => :sc_stomp10,
   'ack12_individual' => :sc_ack12_individual,
@@ -583,7 +612,8 @@ SCENARIOS = {
   'binary' => :sc_binary,
   'client10' => :sc_client10,
   'client_queue_share' => :sc_client_queue_share,
-  'bulk' => :sc_bulk
+  'bulk' => :sc_bulk,
+  'wildcards' => :sc_wildcards
 }.freeze
 
 run_scenarios('ruby', SCENARIOS)

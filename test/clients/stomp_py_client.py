@@ -331,6 +331,38 @@ def sc_bulk(port, version="1.2"):
     return "%d x 8 KB through a consumer's backlog, in order" % n
 
 
+def sc_wildcards(port, version="1.2"):
+    """Each wildcard form, and overlapping subscriptions on one connection:
+    each matching subscription gets a message once, with its own
+    subscription header and the name it was sent to."""
+    base = "py-wild-" + RUN
+    c, l = connect(port, version, "wild")
+    pats = {"star": base + ".price.*", "amq": base + ".price.>", "rmq": base + ".#",
+            "mid": base + ".*.ACME"}
+    for sid, pat in pats.items():
+        subscribe(c, l, version, "/topic/" + pat, sid)
+    pub, pl = connect(port, version, "wildpub")
+    names = [base + ".price.ACME", base + ".price.ACME.ny", base, base + ".bond.X", "other." + base]
+    for n in names:
+        pub.send("/topic/" + n, n)
+    pub.send("/topic/" + base + ".end", base + ".end", receipt="wild-pub")
+    pl.receipt("wild-pub")
+    want = {("star", names[0]), ("amq", names[0]), ("rmq", names[0]), ("mid", names[0]),
+            ("amq", names[1]), ("rmq", names[1]), ("rmq", names[2]), ("rmq", names[3]),
+            ("rmq", base + ".end")}
+    got = set()
+    for _ in range(len(want)):
+        m = l.next_message(what="wildcard delivery %d of %d" % (len(got) + 1, len(want)))
+        eq(m.headers.get("destination"), "/topic/" + m.body, "destination is the name sent to")
+        got.add((m.headers.get("subscription"), m.body))
+    eq(sorted(got), sorted(want), "deliveries (subscription, name)")
+    with l.cond:
+        check(not l.messages, "more deliveries than matching subscriptions: %r" % l.messages[:3])
+    disconnect(c, l)
+    disconnect(pub, pl)
+    return "%d deliveries to *, >, # and a middle * on one connection" % len(want)
+
+
 def scenarios():
     s = {}
     for ver in ("1.0", "1.1", "1.2"):
@@ -345,6 +377,7 @@ def scenarios():
     s["heartbeats_12"] = (sc_heartbeats, "1.2")
     s["topic_fanout"] = (sc_topic_fanout, None)
     s["bulk_12"] = (sc_bulk, "1.2")
+    s["wildcards_12"] = (sc_wildcards, "1.2")
     return s
 
 

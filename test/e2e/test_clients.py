@@ -21,13 +21,13 @@ RUBY_SCENARIOS = [
     "stomp10", "ack12_individual", "ack12_client", "ack10_client", "nack11",
     "transactions", "receipts", "cross_version", "client_ack", "client_topic",
     "heartbeats", "crlf12", "binary", "client10", "client_queue_share",
-    "bulk",
+    "bulk", "wildcards",
 ]
 PY_SCENARIOS = [
     "basic_10", "ack_client_10", "tx_10", "receipts_10",
     "basic_11", "ack_client_11", "ack_individual_11", "nack_11", "tx_11", "receipts_11",
     "basic_12", "ack_client_12", "ack_individual_12", "nack_12", "tx_12", "receipts_12",
-    "heartbeats_12", "topic_fanout", "bulk_12",
+    "heartbeats_12", "topic_fanout", "bulk_12", "wildcards_12",
 ]
 
 

@@ -165,12 +165,14 @@ def peer_body(tag, phase, i, count, big):
 
 
 def run_node(test, url, peer_connect, in_dest, out_dest, count=3, big=0, phases=1,
-             drop=None, extra=()):
+             drop=None, extra=(), peer_sends_to=None):
     """Run stomp_node.mjs at url against a stomp.py peer (peer_connect()
     makes its connection): for each phase the peer sends `count` messages to
     in_dest once stomp.js is ready and must receive stomp.js's `count` on
     out_dest; before each later phase drop() makes the broker close stomp.js's
-    connection and returns a fresh peer_connect.  Returns node's result."""
+    connection and returns a fresh peer_connect.  peer_sends_to: where the
+    peer sends instead of in_dest (a name in_dest, a pattern, matches).
+    Returns node's result."""
     args = ["--url", url, "--in", in_dest, "--out", out_dest, "--count", str(count),
             "--big", str(big), "--phases", str(phases), "--timeout", str(WAIT)] + list(extra)
     peer = Peer(peer_connect)
@@ -192,7 +194,7 @@ def run_node(test, url, peer_connect, in_dest, out_dest, count=3, big=0, phases=
             test.assertEqual(ev["phase"], phase)
             sent[phase] = [peer_body("py", phase, i, count, big) for i in range(count)]
             for b in sent[phase]:
-                peer.send(in_dest, b)
+                peer.send(peer_sends_to or in_dest, b)
             ev = node.next()
             test.assertEqual(ev and ev.get("event"), "phase-done", node.text())
             got[phase] = peer.wait(out_dest, count)
@@ -256,6 +258,12 @@ class StompJsTest(JsTest):
     def test_ws_topics_both_ways(self):
         self.fail_with_log(lambda: run_node(
             self, self.broker.url(0), self.tcp_peer(), "/topic/js-in", "/topic/js-out", count=5))
+
+    def test_ws_wildcard_subscription(self):
+        # stomp.js subscribes to a pattern; the peer sends to a name it matches
+        self.fail_with_log(lambda: run_node(
+            self, self.broker.url(0), self.tcp_peer(), "/topic/js-wild.*.in", "/topic/js-out",
+            count=5, peer_sends_to="/topic/js-wild.eu.in"))
 
     def test_reconnect_after_eftd_restarts(self):
         # eftd goes away (SIGTERM: ERROR "server shutting down", then the

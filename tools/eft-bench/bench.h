@@ -41,6 +41,7 @@ struct opts {
 	int clients;                /* rpc -c */
 	int inflight;               /* rpc --inflight */
 	int subscribers;            /* fanout -k */
+	int wildcards;              /* fanout --wildcards: patterns in all; 0 = exact names */
 	double rate;                /* stream/fanout --rate, messages/s; 0 = flat out */
 	const char *sub_headers[MAX_SUB_HEADERS]; /* --sub-header "name:value" */
 	int nsub_headers;

@@ -229,6 +229,12 @@ static const char fanout_help[] =
 "RECEIPT for the last.\n"
 "\n"
 "  -k, --subscribers K   subscriber connections (default 4)\n"
+"      --wildcards W     W wildcard subscriptions on distinct patterns: each\n"
+"                        subscriber's matches the topic ('T.*', 'T.#', 'T.>',\n"
+"                        '*.m', ...; the messages go to T.m), and W - K more\n"
+"                        on other connections (up to 1000 each: eftd's\n"
+"                        max-subscriptions) match nothing ('T-fI.*'): the cost\n"
+"                        of many patterns, to compare with plain fanout\n"
 "      --rate R          send R messages per second (see stream --help)\n"
 "\n";
 
@@ -348,7 +354,7 @@ enum {
 	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_SEND_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
 	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY, OPT_PERSISTENT,
 	OPT_RECEIPT_WINDOW,
-	OPT_CONSUMER_PORT,
+	OPT_CONSUMER_PORT, OPT_WILDCARDS,
 };
 
 static void
@@ -384,6 +390,7 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "inflight", required_argument, NULL, OPT_INFLIGHT },
 		{ "rpc-subscribe", no_argument, NULL, OPT_RPC_SUBSCRIBE },
 		{ "subscribers", required_argument, NULL, 'k' },
+		{ "wildcards", required_argument, NULL, OPT_WILDCARDS },
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "persistent", no_argument, NULL, OPT_PERSISTENT },
 		{ "receipt-window", required_argument, NULL, OPT_RECEIPT_WINDOW },
@@ -529,6 +536,10 @@ parse_options(int argc, char **argv, struct opts *o)
 			o->subscribers = parse_int_arg("-k", optarg, 1, MAX_CONNS);
 			only_fanout = true;
 			break;
+		case OPT_WILDCARDS:
+			o->wildcards = parse_int_arg("--wildcards", optarg, 1, 1000000);
+			only_fanout = true;
+			break;
 		case OPT_RATE: {
 			char *end;
 			errno = 0;
@@ -556,8 +567,11 @@ parse_options(int argc, char **argv, struct opts *o)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (only_rpc && o->mode != MODE_RPC)
 		usage_error("-c, --inflight and --rpc-subscribe apply to rpc mode only");
+	if (o->wildcards && (o->subscribers > 6 || o->wildcards < o->subscribers))
+		usage_error("--wildcards: -k is at most 6 (the patterns that match differ) and at "
+		    "most --wildcards");
 	if (only_fanout && o->mode != MODE_FANOUT)
-		usage_error("-k applies to fanout mode only");
+		usage_error("-k and --wildcards apply to fanout mode only");
 	if (only_paced && o->mode != MODE_STREAM && o->mode != MODE_FANOUT)
 		usage_error("--rate applies to stream and fanout modes only");
 	if (o->receipt_window > 0 && o->mode == MODE_RPC)

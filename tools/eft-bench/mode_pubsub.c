@@ -58,19 +58,65 @@ progress(void *arg)
 	    ps->o->count * (uint64_t)ps->nsubs);
 }
 
+#define WILDCARD_FORMS 6
+
+/* --wildcards: subscriber i's pattern, matching topic T's messages, which go
+ * to T.m; each subscriber's is a different one. */
+static void
+matching_pattern(char *out, size_t outlen, const char *topic, int i)
+{
+	static const char *const forms[] = { "%s.*", "%s.#", "%s.>", "%s.m.#", "%s.#.m", "%s.*.#" };
+	snprintf(out, outlen, forms[i % WILDCARD_FORMS], topic);
+}
+
+/* --wildcards: W - K patterns that match nothing, on filler connections
+ * (up to 1000 each, eftd's default max-subscriptions), each acknowledged. */
+#define WILDCARDS_PER_CONN 1000
+
+static bool
+subscribe_fillers(struct loop *l, const struct opts *o, const char *topic)
+{
+	int fillers = o->wildcards > o->subscribers ? o->wildcards - o->subscribers : 0;
+	char pattern[300], id[24], name[40];
+	for (int done = 0, k = 0; done < fillers; k++) {
+		snprintf(name, sizeof(name), "wildcard filler %d", k + 1);
+		struct conn *c = session_open(l, o, name);
+		if (c == NULL || !session_wait_connected(l))
+			return false;
+		for (int j = 0; j < WILDCARDS_PER_CONN && done < fillers; j++, done++) {
+			snprintf(pattern, sizeof(pattern), "%s-f%d.*", topic, done);
+			snprintf(id, sizeof(id), "f%d", done);
+			session_subscribe(c, o, pattern, id, ACK_AUTO,
+			    j + 1 == WILDCARDS_PER_CONN || done + 1 == fillers ? RECEIPT_SUBSCRIBED : NULL);
+		}
+		if (!session_wait_receipts(l))
+			return false;
+	}
+	return true;
+}
+
 static void
 measure(struct pubsub *ps, struct loop *l, struct conn **subs, struct conn *pc, const char *dest,
     struct result *r)
 {
 	const struct opts *o = ps->o;
+	char topic[300];
+	snprintf(topic, sizeof(topic), "%s%s", dest, o->wildcards ? ".m" : "");
 
 	for (int i = 0; i < ps->nsubs; i++) {
+		char pattern[300];
 		consumer_init(&ps->cons[i], subs[i], o, ps->size, o->count, &ps->lat);
 		ps->ncons++;
-		session_subscribe(subs[i], o, dest, "0", o->ack, RECEIPT_SUBSCRIBED);
+		if (o->wildcards)
+			matching_pattern(pattern, sizeof(pattern), dest, i);
+		session_subscribe(subs[i], o, o->wildcards ? pattern : dest, "0", o->ack,
+		    RECEIPT_SUBSCRIBED);
 	}
 	if (!session_wait_receipts(l))
 		return;
+	if (o->wildcards && !subscribe_fillers(l, o, dest))
+		return;
+	dest = topic;
 
 	producer_init(&ps->prod, pc, o, dest, ps->size, o->count, o->rate, FLOW_LOW, FLOW_HIGH);
 	ps->have_prod = true;
