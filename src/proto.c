@@ -159,27 +159,110 @@ require(struct conn *c, const struct frame *f, enum hdr_id id)
 	return NULL;
 }
 
-/* A destination eftd serves, or NULL after an ERROR. */
-static const struct header *
-require_dest(struct conn *c, const struct frame *f, enum address_kind *kind)
+/* A frame's destination: eftd's name for it, and the name MESSAGEs carry
+ * (RabbitMQ's forms, address.h, have one of eftd's: /exchange/amq.topic/K
+ * is /topic/K). */
+#define DEST_REF_MAX 1024
+struct dest_ref {
+	const struct header *h;           /* the destination header, as given */
+	enum address_kind kind;
+	enum address_alias_kind alias;
+	const char *name;                 /* eftd's name for it */
+	size_t len;
+	const char *shown;                /* the name its MESSAGEs carry */
+	size_t shown_len;
+	char buf[DEST_REF_MAX];           /* ... when it is made from a RabbitMQ form */
+};
+
+/* /amq/queue/NAME names a queue that must exist already (RabbitMQ's rule:
+ * it declares nothing).  In cluster mode JetStream has every queue, so
+ * any is taken. */
+static bool
+queue_exists(struct conn *c, const char *name, size_t len)
 {
-	const struct header *h = require(c, f, HDR_DESTINATION);
-	if (h == NULL)
-		return NULL;
-	enum address_error e = address_parse(h->value, h->value_len, !f->plain, kind);
-	if (e == ADDRESS_CRLF) {
-		fail(c, f, "invalid destination", "A destination name may not contain a CR or LF.");
-		return NULL;
-	}
-	if (e != ADDRESS_OK) {
+	const struct backend *be = c->broker->backend;
+	return (be != NULL && be->ops->interest_added != NULL) ||
+	    dests_find(&c->broker->dests, name, len) != NULL;
+}
+
+static __attribute__((noinline, cold)) enum result
+fail_no_queue(struct conn *c, const struct frame *f, const struct header *dh)
+{
+	return fail(c, f, "not_found", "There is no queue '%.*s': /amq/queue/NAME names a queue "
+	    "that exists already (use /queue/NAME to make one).", SHOWN_N(dh->value + 11,
+	    dh->value_len - 11, 200));
+}
+
+/* One of RabbitMQ's forms (address.h): RESULT_OK with ref's name made,
+ * else RESULT_FAILED after the ERROR. */
+static __attribute__((noinline, cold)) enum result
+alias_dest(struct conn *c, const struct frame *f, struct dest_ref *ref)
+{
+	const struct header *h = ref->h;
+	struct address_alias a;
+	switch (address_alias(h->value, h->value_len, &ref->kind, &a)) {
+	case ADDRESS_OK:
+		break;
+	case ADDRESS_NO_EXCHANGE:
+		fail(c, f, "not_found", "There is no exchange '%.*s' ('%.*s'): eftd has amq.topic, "
+		    "amq.direct and amq.fanout (/exchange/NAME/ROUTING-KEY).",
+		    SHOWN_N(a.rest, a.rest_len, 200), SHOWN(h));
+		return RESULT_FAILED;
+	case ADDRESS_NO_KEY:
+		fail(c, f, "no routing key", "'%.*s' needs a routing key: /exchange/NAME/ROUTING-KEY.",
+		    SHOWN(h));
+		return RESULT_FAILED;
+	default:
 		fail(c, f, "unknown destination",
 		    "'%.*s' is not a destination: use /queue/NAME (each message to one "
 		    "subscriber), /topic/NAME (each message to every subscriber) or "
-		    "/temp-queue/NAME (a private reply queue).",
+		    "/temp-queue/NAME (a private reply queue); RabbitMQ's /exchange/amq.topic/KEY, "
+		    "/exchange/amq.direct/KEY, /exchange/amq.fanout and /amq/queue/NAME work too.",
 		    SHOWN(h));
-		return NULL;
+		return RESULT_FAILED;
 	}
-	return h;
+	if (a.prefix_len + a.rest_len > sizeof(ref->buf)) {
+		fail(c, f, "destination too long", "'%.*s...': a RabbitMQ-style destination may be "
+		    "at most %zu bytes here.", SHOWN(h), sizeof(ref->buf));
+		return RESULT_FAILED;
+	}
+	memcpy(ref->buf, a.prefix, a.prefix_len);
+	memcpy(ref->buf + a.prefix_len, a.rest, a.rest_len);
+	ref->alias = a.kind;
+	ref->name = ref->buf;
+	ref->len = a.prefix_len + a.rest_len;
+	/* RabbitMQ's topic and queue forms arrive as eftd's names; its
+	 * exchanges as they were sent. */
+	if (a.kind == ALIAS_TOPIC || a.kind == ALIAS_QUEUE) {
+		ref->shown = ref->name;
+		ref->shown_len = ref->len;
+	}
+	if (a.kind == ALIAS_QUEUE && !queue_exists(c, ref->name, ref->len)) {
+		fail_no_queue(c, f, h);
+		return RESULT_FAILED;
+	}
+	return RESULT_OK;
+}
+
+/* A destination eftd serves into *ref, or RESULT_FAILED after an ERROR. */
+static enum result
+require_dest(struct conn *c, const struct frame *f, struct dest_ref *ref)
+{
+	const struct header *h = require(c, f, HDR_DESTINATION);
+	if (h == NULL)
+		return RESULT_FAILED;
+	ref->h = h;
+	ref->alias = ALIAS_NONE;
+	ref->name = ref->shown = h->value;
+	ref->len = ref->shown_len = h->value_len;
+	enum address_error e = address_parse(h->value, h->value_len, !f->plain, &ref->kind);
+	if (e == ADDRESS_CRLF) {
+		fail(c, f, "invalid destination", "A destination name may not contain a CR or LF.");
+		return RESULT_FAILED;
+	}
+	if (e != ADDRESS_OK)
+		return alias_dest(c, f, ref);
+	return RESULT_OK;
 }
 
 /* The transaction a frame names, or NULL with *failed set after an ERROR. */
@@ -466,11 +549,12 @@ parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {
-	enum address_kind kind;
-	const struct header *dh = require_dest(c, f, &kind);
-	if (dh == NULL)
+	struct dest_ref ref;
+	if (require_dest(c, f, &ref) != RESULT_OK)
 		return RESULT_FAILED;
-	if (!auth_may_write(c->session->user, dh->value, dh->value_len))
+	enum address_kind kind = ref.kind;
+	const struct header *dh = ref.h;
+	if (!auth_may_write(c->session->user, ref.name, ref.len))
 		return refuse(c, f, "permission denied", "User '%s' may not send to '%.*s'.",
 		    auth_user_name(c->session->user), SHOWN(dh));
 	bool failed;
@@ -481,8 +565,8 @@ handle_send(struct conn *c, struct frame *f)
 	struct msg_spec spec = {
 		.pool = &c->broker->msg_pool,
 		.frame = f,
-		.dest = dh->value,
-		.dest_len = dh->value_len,
+		.dest = ref.shown,
+		.dest_len = ref.shown_len,
 		.id = c->broker->next_msg_id++,
 		.priority = MSG_PRIORITY_DEFAULT,
 	};
@@ -525,17 +609,17 @@ handle_send(struct conn *c, struct frame *f)
 	struct dest *d = NULL;
 	int rc;
 	if (t == NULL) {
-		rc = route_send(c->session, dh->value, dh->value_len, kind, m, &d);
+		rc = route_send(c->session, ref.name, ref.len, kind, m, &d);
 	} else {
 		/* A SEND the cluster could never take is refused now, as it is
 		 * outside a transaction: at COMMIT it would refuse all of it. */
 		const char *why;
-		rc = route_carried(c->session, dh->value, dh->value_len, kind) ?
-		    be->ops->check(be->impl, (int)kind, dh->value, dh->value_len, m, &why) : 0;
+		rc = route_carried(c->session, ref.name, ref.len, kind) ?
+		    be->ops->check(be->impl, (int)kind, ref.name, ref.len, m, &why) : 0;
 		if (rc == BACKEND_DOWN)
 			rc = 0; /* the COMMIT finds out, when it checks again */
 		if (rc == 0)
-			rc = tx_add_send(t, m, dh->value, dh->value_len, kind);
+			rc = tx_add_send(t, m, ref.name, ref.len, kind);
 	}
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
@@ -565,7 +649,7 @@ blank(const char *s, size_t len)
 /* What a SUBSCRIBE asks for, read and checked (subscribe_read). */
 struct sub_request {
 	enum address_kind kind;
-	const struct header *dest;
+	struct dest_ref ref;              /* its destination */
 	const char *id;
 	size_t id_len;
 	bool has_id;
@@ -585,10 +669,13 @@ struct sub_request {
 static enum result
 subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_t *fixed)
 {
-	const struct header *dh = rq->dest;
+	const struct header *dh = rq->ref.h;
+	/* amq.direct and amq.fanout bind by the key as it is */
+	if (rq->ref.alias == ALIAS_DIRECT || rq->ref.alias == ALIAS_FANOUT)
+		return RESULT_OK;
 	size_t prefix = rq->kind == ADDR_TOPIC ? TOPIC_PREFIX_LEN : QUEUE_PREFIX_LEN;
-	const char *subject = dh->value + prefix;
-	size_t len = dh->value_len - prefix;
+	const char *subject = rq->ref.name + prefix;
+	size_t len = rq->ref.len - prefix;
 	struct subject_error err;
 	int rc = subject_parse(subject, len, &err);
 	if (rc == 0)
@@ -617,18 +704,18 @@ subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_
 static enum result
 subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 {
-	const struct header *dh = require_dest(c, f, &rq->kind);
-	if (dh == NULL)
+	if (require_dest(c, f, &rq->ref) != RESULT_OK)
 		return RESULT_FAILED;
-	rq->dest = dh;
-	size_t fixed = dh->value_len;
+	rq->kind = rq->ref.kind;
+	const struct header *dh = rq->ref.h;
+	size_t fixed = rq->ref.len;
 	if (rq->kind <= ADDR_TOPIC && subscribe_pattern(c, f, rq, &fixed) != RESULT_OK)
 		return RESULT_FAILED;
 	/* A pattern: the user's read permission must cover every name it can
 	 * match, which all begin with its fixed part. */
-	if (!auth_may_read(c->session->user, dh->value, fixed))
+	if (!auth_may_read(c->session->user, rq->ref.name, fixed))
 		return refuse(c, f, "permission denied", "User '%s' may not subscribe to '%.*s'%s.",
-		    auth_user_name(c->session->user), SHOWN(dh), fixed < dh->value_len ?
+		    auth_user_name(c->session->user), SHOWN(dh), fixed < rq->ref.len ?
 		    " (a pattern needs read permission for every name it can match)" : "");
 	if (rq->kind == ADDR_REPLY_QUEUE)
 		return fail(c, f, "reply queues are private",
@@ -746,15 +833,15 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 	if (rq->durable) {
 		/* A queue of its own, fed by the topic, kept while we are away. */
 		enum durable_open_error why;
-		d = durable_open(c->broker, rq->durable_name, rq->durable_len, rq->dest->value,
-		    rq->dest->value_len, &why);
+		d = durable_open(c->broker, rq->durable_name, rq->durable_len, rq->ref.name,
+		    rq->ref.len, &why);
 		if (d == NULL && why == DURABLE_IN_USE)
 			*res = fail_durable_in_use(c, f, rq->durable_name);
 		return d;
 	}
 	if (rq->tq != NULL)
 		return rq->tq->dest;
-	return dests_get(dests, rq->dest->value, rq->dest->value_len,
+	return dests_get(dests, rq->ref.name, rq->ref.len,
 	    rq->kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 }
 
@@ -768,7 +855,7 @@ subscribe_tell_backend(struct conn *c, const struct sub_request *rq, struct dest
 	if (be == NULL || rq->tq != NULL)
 		return 0;
 	if (rq->durable && be->ops->durable_open != NULL)
-		return be->ops->durable_open(be->impl, d, s, rq->dest->value, rq->dest->value_len);
+		return be->ops->durable_open(be->impl, d, s, rq->ref.name, rq->ref.len);
 	return be->ops->interest_added ? be->ops->interest_added(be->impl, d, s) : 0;
 }
 
