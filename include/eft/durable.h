@@ -8,9 +8,10 @@
  *
  *   ActiveMQ:  client-id on CONNECT, activemq.subscriptionName on SUBSCRIBE
  *   RabbitMQ:  durable:true (or persistent:true), auto-delete:false and the
- *              subscription's id on SUBSCRIBE
+ *              subscription's id on SUBSCRIBE (true and false in any case)
  *
- * An UNSUBSCRIBE with the same headers ends the durable subscription and
+ * An UNSUBSCRIBE with the same headers (RabbitMQ: its id and durable:true or
+ * persistent:true, auto-delete aside) ends the durable subscription and
  * drops what it kept; one without them only disconnects the subscriber. */
 #ifndef EFT_DURABLE_H
 #define EFT_DURABLE_H

@@ -370,6 +370,33 @@ class DurableSubscriptionTest(DurableBase):
         c = self.sub(b, "amq")
         self.assertEqual(self.read(c, 1), ["kept"])
 
+    def test_rabbitmq_unsubscribe_with_durable_alone_ends_it(self):
+        """RabbitMQ's rule (its own durable-subscription test): a plain
+        UNSUBSCRIBE leaves the subscription; one with durable:true, or the
+        legacy persistent:true, ends it, without auto-delete:false.  Its
+        Python test sends auto-delete as "False": true and false count in any
+        case."""
+        for header in ("durable", "persistent"):
+            b = self.start()
+            sub = [("destination", "/topic/news"), ("id", "rd"), (header, "true"),
+                   ("auto-delete", "False"), ("receipt", "s")]
+            c = self.client(b)
+            c.send_frame("SUBSCRIBE", sub)
+            expect_receipt(c, "s")
+            c.send_frame("UNSUBSCRIBE", [("id", "rd"), ("receipt", "u1")])   # only leaves
+            expect_receipt(c, "u1")
+            self.publish(b, ["kept"])
+            c.send_frame("SUBSCRIBE", sub)
+            expect_receipt(c, "s")
+            self.assertEqual(self.read(c, 1), ["kept"], header)
+            c.send_frame("UNSUBSCRIBE", [("id", "rd"), (header, "true"), ("receipt", "u2")])
+            expect_receipt(c, "u2")
+            self.publish(b, ["nobody keeps this"])
+            c.send_frame("SUBSCRIBE", sub)
+            expect_receipt(c, "s")
+            c.expect_nothing(0.3)
+            self.stop(b)
+
     def test_unacknowledged_come_back_redelivered_after_restart(self):
         b = self.start()
         c = self.sub(b, "rmq", ack="client-individual")
