@@ -4,7 +4,9 @@
  * Plain traffic (one priority, no selector, no expiry) costs what a ring
  * did: a push at the tail, a pop at the head, and a ready subscriber taken
  * in turn.  Priorities add a bit test, expiry a heap entry per expiring
- * message, and selectors a bounded look along the queue. */
+ * message, and selectors a bounded look along the queue.  Consumer
+ * priorities and exclusive consumers cost nothing to a queue whose
+ * subscribers ask for neither: a NULL level and a false standby. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,15 @@ struct msgq {
 	size_t out;              /* handed out, not yet acknowledged */
 };
 
+/* One consumer priority present on a queue (see dest.h): the levels are
+ * linked highest first. */
+struct dest_level {
+	int32_t priority;
+	size_t nsubs;                         /* subscribers of this priority */
+	struct sub *ready_tail;               /* the last of them on the ready list, or NULL */
+	struct dest_level *higher, *lower;
+};
+
 struct dest {
 	UT_hash_handle hh;                    /* in dests->by_name */
 	char *name;
@@ -52,6 +63,13 @@ struct dest {
 	struct sub *starved_head, *starved_tail; /* queues: selectors that matched nothing */
 	size_t nstarved_part;                 /* ... of them that saw only part of the queue */
 	uint64_t part_checked;                /* pops when those were last looked at again */
+	struct dest_level *levels;            /* queues: consumer priorities, highest first;
+	                                         NULL while every subscriber has 0 */
+	size_t nprio;                         /* subscribers whose priority is not 0 */
+	struct sub *active;                   /* queues: the exclusive consumer, or NULL */
+	struct sub *standby_head, *standby_tail; /* the other exclusive ones, the next first */
+	const struct endpoint *locked_by;     /* RabbitMQ's exclusive: the connection, or NULL */
+	size_t nlocks;                        /* ... its subscriptions that locked it */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
@@ -61,6 +79,8 @@ struct dest {
 };
 
 static const struct dest_policy default_policy; /* no limits, nothing expires, no DLQ */
+
+static void level_free(struct dest *d, struct dest_level *l);
 
 static const char *const death_names[DEATH_COUNT] = {
 	[DEATH_EXPIRED] = "expired",
@@ -398,6 +418,8 @@ dest_free(struct dests *t, struct dest *d)
 	while (d->nfeeds > 0)
 		dest_unbind(d->feeds[0]);
 	q_free(d);
+	while (d->levels != NULL) /* only if subscribers outlived it, as at exit */
+		level_free(d, d->levels);
 	if (d->kind == DEST_TOPIC)
 		topic_unindex(t, d);
 	free(d->feeds);
@@ -647,9 +669,256 @@ dest_by_priority(const struct dest *d, unsigned priority)
 
 /* ---- subscribers ---- */
 
-void
+/* ---- consumer priorities: the levels ---- */
+
+/* s->ready_slow says whether any of these is so, so that the ready list's
+ * common path tests one flag (dest_ready_add). */
+static inline void
+ready_slow_update(struct sub *s)
+{
+	s->ready_slow = s->starved || s->standby || s->level != NULL;
+}
+
+/* The level of priority p, made (in its place) if there is none; NULL if
+ * out of memory. */
+static struct dest_level *
+level_get(struct dest *d, int32_t p)
+{
+	struct dest_level *above = NULL, *l = d->levels;
+	while (l != NULL && l->priority > p) {
+		above = l;
+		l = l->lower;
+	}
+	if (l != NULL && l->priority == p)
+		return l;
+	struct dest_level *n = calloc(1, sizeof(*n));
+	if (n == NULL)
+		return NULL;
+	n->priority = p;
+	n->higher = above;
+	n->lower = l;
+	if (above != NULL)
+		above->lower = n;
+	else
+		d->levels = n;
+	if (l != NULL)
+		l->higher = n;
+	return n;
+}
+
+static void
+level_free(struct dest *d, struct dest_level *l)
+{
+	if (l->higher != NULL)
+		l->higher->lower = l->lower;
+	else
+		d->levels = l->lower;
+	if (l->lower != NULL)
+		l->lower->higher = l->higher;
+	free(l);
+}
+
+/* No subscriber has a priority but 0 any more: back to the plain list
+ * (it is in order already: every one on it has 0). */
+static void
+levels_stop(struct dest *d)
+{
+	for (struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+		s->level = NULL;
+		ready_slow_update(s);
+	}
+	while (d->levels != NULL)
+		level_free(d, d->levels);
+}
+
+/* s joins its priority's level; the first subscriber with a priority
+ * other than 0 puts those already there on a level 0 first.  -1 if out of
+ * memory (nothing changed). */
+static int
+level_join(struct dest *d, struct sub *s)
+{
+	if (d->levels == NULL && d->nsubs > 0) {
+		struct dest_level *zero = level_get(d, 0);
+		if (zero == NULL)
+			return -1;
+		for (struct sub *o = d->subs; o != NULL; o = o->dest_next) {
+			o->level = zero;
+			o->ready_slow = true;
+		}
+		zero->nsubs = d->nsubs;
+		zero->ready_tail = d->ready_tail; /* all of priority 0 */
+	}
+	struct dest_level *l = level_get(d, s->priority);
+	if (l == NULL) {
+		if (d->nprio == 0)
+			levels_stop(d);
+		return -1;
+	}
+	s->level = l;
+	s->ready_slow = true;
+	l->nsubs++;
+	d->nprio += s->priority != 0;
+	return 0;
+}
+
+static void
+level_leave(struct dest *d, struct sub *s)
+{
+	struct dest_level *l = s->level;
+	if (l->ready_tail == s)
+		l->ready_tail = NULL; /* not listed any more, not to be looked at */
+	s->level = NULL;
+	ready_slow_update(s);
+	d->nprio -= s->priority != 0;
+	if (--l->nsubs == 0)
+		level_free(d, l);
+	if (d->nprio == 0 && d->levels != NULL)
+		levels_stop(d);
+}
+
+/* The last subscriber of level l on the ready list, or NULL.  The list's
+ * head is taken off without a look at its level (ready_pop), so a level
+ * may still point at one no longer listed: it had no other ready then. */
+static inline struct sub *
+level_last_ready(const struct dest_level *l)
+{
+	return l->ready_tail != NULL && l->ready_tail->in_ready ? l->ready_tail : NULL;
+}
+
+/* s goes on the ready list behind the others of its priority: after its
+ * level's last ready one, or else the last ready one of the nearest
+ * higher level, or first. */
+static void
+ready_insert_level(struct dest *d, struct sub *s)
+{
+	struct sub *after = level_last_ready(s->level);
+	for (struct dest_level *l = s->level->higher; after == NULL && l != NULL; l = l->higher)
+		after = level_last_ready(l);
+	s->in_ready = true;
+	s->ready_prev = after;
+	s->ready_next = after != NULL ? after->ready_next : d->ready_head;
+	if (s->ready_next != NULL)
+		s->ready_next->ready_prev = s;
+	else
+		d->ready_tail = s;
+	if (after != NULL)
+		after->ready_next = s;
+	else
+		d->ready_head = s;
+	s->level->ready_tail = s;
+}
+
+/* ---- exclusive consumers ---- */
+
+/* s waits in the standby list: by priority, highest first, then by
+ * arrival (seq). */
+static void
+standby_insert(struct dest *d, struct sub *s)
+{
+	struct sub *after = d->standby_tail;
+	while (after != NULL && (after->priority < s->priority ||
+	    (after->priority == s->priority && after->seq > s->seq)))
+		after = after->standby_prev;
+	s->standby_prev = after;
+	s->standby_next = after != NULL ? after->standby_next : d->standby_head;
+	if (s->standby_next != NULL)
+		s->standby_next->standby_prev = s;
+	else
+		d->standby_tail = s;
+	if (after != NULL)
+		after->standby_next = s;
+	else
+		d->standby_head = s;
+}
+
+static void
+standby_unlink(struct dest *d, struct sub *s)
+{
+	if (s->standby_prev)
+		s->standby_prev->standby_next = s->standby_next;
+	else
+		d->standby_head = s->standby_next;
+	if (s->standby_next)
+		s->standby_next->standby_prev = s->standby_prev;
+	else
+		d->standby_tail = s->standby_prev;
+	s->standby_prev = s->standby_next = NULL;
+}
+
+static void starved_remove(struct dest *d, struct sub *s);
+
+/* s stops taking messages: another is the active consumer. */
+static void
+stand_by(struct dest *d, struct sub *s)
+{
+	dest_ready_remove(d, s);
+	starved_remove(d, s);
+	s->standby = true;
+	s->ready_slow = true;
+	if (s->exclusive)
+		standby_insert(d, s);
+}
+
+/* Exclusive s arrives: the first is the active consumer (the others stand
+ * by); a later one takes over only with a higher priority. */
+static void
+exclusive_join(struct dest *d, struct sub *s)
+{
+	if (d->active == NULL) {
+		for (struct sub *o = d->subs; o != NULL; o = o->dest_next)
+			if (o != s)
+				stand_by(d, o);
+		d->active = s;
+	} else if (s->priority > d->active->priority) {
+		stand_by(d, d->active);
+		d->active = s;
+	} else {
+		stand_by(d, s);
+	}
+}
+
+/* The active consumer left: the next exclusive one takes over, or, with
+ * none left, every other subscriber shares the queue again. */
+static void
+exclusive_next(struct dest *d)
+{
+	struct sub *next = d->standby_head;
+	d->active = next;
+	if (next != NULL) {
+		standby_unlink(d, next);
+		next->standby = false;
+		ready_slow_update(next);
+		if (sub_can_take(next))
+			dest_ready_add(d, next);
+		return;
+	}
+	for (struct sub *o = d->subs; o != NULL; o = o->dest_next) {
+		o->standby = false;
+		ready_slow_update(o);
+		if (sub_can_take(o))
+			dest_ready_add(d, o);
+	}
+}
+
+enum dest_lock
+dest_lock_check(const struct dest *d, const struct endpoint *ep, bool locks)
+{
+	if (d->locked_by != NULL && d->locked_by != ep)
+		return DEST_LOCK_HELD;
+	if (locks && d->locked_by == NULL)
+		for (const struct sub *s = d->subs; s != NULL; s = s->dest_next)
+			if (s->ep != ep)
+				return DEST_LOCK_SHARED;
+	return DEST_LOCK_OK;
+}
+
+/* ---- subscribers ---- */
+
+int
 dest_sub_add(struct dest *d, struct sub *s)
 {
+	if ((s->priority != 0 || d->levels != NULL) && level_join(d, s) != 0)
+		return -1;
 	s->dest_prev = NULL;
 	s->dest_next = d->subs;
 	if (d->subs)
@@ -657,6 +926,15 @@ dest_sub_add(struct dest *d, struct sub *s)
 	d->subs = s;
 	d->nsubs++;
 	d->nselective += s->selector != NULL;
+	if (s->exclusive)
+		exclusive_join(d, s);
+	else if (d->active != NULL)
+		stand_by(d, s);
+	if (s->locks) {
+		d->locked_by = s->ep;
+		d->nlocks++;
+	}
+	return 0;
 }
 
 static void
@@ -675,12 +953,14 @@ starved_remove(struct dest *d, struct sub *s)
 	s->starved_prev = s->starved_next = NULL;
 	d->nstarved_part -= s->scanned_part;
 	s->starved = false;
+	ready_slow_update(s);
 }
 
 static void
 starved_append(struct dest *d, struct sub *s)
 {
 	s->starved = true;
+	s->ready_slow = true;
 	s->starved_next = NULL;
 	s->starved_prev = d->starved_tail;
 	if (d->starved_tail)
@@ -724,6 +1004,16 @@ dest_sub_remove(struct dest *d, struct sub *s)
 	s->dest_prev = s->dest_next = NULL;
 	d->nsubs--;
 	d->nselective -= s->selector != NULL;
+	if (s->standby && s->exclusive)
+		standby_unlink(d, s);
+	s->standby = false;
+	ready_slow_update(s);
+	if (s == d->active)
+		exclusive_next(d);
+	if (s->locks && --d->nlocks == 0)
+		d->locked_by = NULL;
+	if (s->level != NULL)
+		level_leave(d, s);
 }
 
 /* A starved subscriber goes back on the ready list only if there is
@@ -737,11 +1027,19 @@ unstarve(struct dest *d, struct sub *s)
 	return true;
 }
 
-void
-dest_ready_add(struct dest *d, struct sub *s)
+/* s leaves its level's place on the ready list (kept out of line: only
+ * queues with consumer priorities have levels). */
+static __attribute__((noinline)) void
+ready_level_leave(struct sub *s)
 {
-	if (s->in_ready || (__builtin_expect(s->starved, 0) && !unstarve(d, s)))
-		return;
+	if (s->level->ready_tail == s)
+		s->level->ready_tail = s->ready_prev != NULL && s->ready_prev->level == s->level ?
+		    s->ready_prev : NULL;
+}
+
+static inline __attribute__((always_inline)) void
+ready_append(struct dest *d, struct sub *s)
+{
 	s->in_ready = true;
 	s->ready_next = NULL;
 	s->ready_prev = d->ready_tail;
@@ -752,11 +1050,38 @@ dest_ready_add(struct dest *d, struct sub *s)
 	d->ready_tail = s;
 }
 
-void
-dest_ready_remove(struct dest *d, struct sub *s)
+/* ready_add for a subscriber starved, standing by or on a level. */
+static __attribute__((noinline)) void
+ready_add_slow(struct dest *d, struct sub *s)
+{
+	if (s->standby || (s->starved && !unstarve(d, s)))
+		return;
+	if (s->level != NULL)
+		ready_insert_level(d, s);
+	else
+		ready_append(d, s);
+}
+
+/* dest_ready_add and dest_ready_remove, inlined where a message is handed
+ * out: the plain case tests two flags, as it did before priorities. */
+static inline __attribute__((always_inline)) void
+ready_add(struct dest *d, struct sub *s)
+{
+	if (s->in_ready)
+		return;
+	if (__builtin_expect(s->ready_slow, 0))
+		ready_add_slow(d, s);
+	else
+		ready_append(d, s);
+}
+
+static inline __attribute__((always_inline)) void
+ready_remove(struct dest *d, struct sub *s)
 {
 	if (!s->in_ready)
 		return;
+	if (__builtin_expect(s->level != NULL, 0))
+		ready_level_leave(s);
 	if (s->ready_prev)
 		s->ready_prev->ready_next = s->ready_next;
 	else
@@ -767,6 +1092,34 @@ dest_ready_remove(struct dest *d, struct sub *s)
 		d->ready_tail = s->ready_prev;
 	s->ready_prev = s->ready_next = NULL;
 	s->in_ready = false;
+}
+
+/* Take the first subscriber off the ready list (there is one).  Its level,
+ * if it has one, may go on pointing at it: see level_last_ready. */
+static inline __attribute__((always_inline)) struct sub *
+ready_pop(struct dest *d)
+{
+	struct sub *s = d->ready_head;
+	d->ready_head = s->ready_next;
+	if (s->ready_next)
+		s->ready_next->ready_prev = NULL;
+	else
+		d->ready_tail = NULL;
+	s->ready_next = NULL;
+	s->in_ready = false;
+	return s;
+}
+
+void
+dest_ready_add(struct dest *d, struct sub *s)
+{
+	ready_add(d, s);
+}
+
+void
+dest_ready_remove(struct dest *d, struct sub *s)
+{
+	ready_remove(d, s);
 }
 
 void
@@ -806,7 +1159,7 @@ hand(struct dest *d, struct sub *s, struct msg *m)
 		return -1;
 	}
 	if (sub_can_take(s))
-		dest_ready_add(d, s);
+		ready_add(d, s);
 	return 0;
 }
 
@@ -840,14 +1193,13 @@ dispatch_selective(struct dest *d)
 {
 	for (;;) {
 		while (d->q.count > 0 && d->ready_head != NULL) {
-			struct sub *s = d->ready_head;
-			dest_ready_remove(d, s);
+			struct sub *s = ready_pop(d);
 			if (!sub_can_take(s))
 				continue;
 			bool part;
 			struct msg *m = find_for(d, s, &part);
 			if (m == NULL && s->selector == NULL) {
-				dest_ready_add(d, s); /* only expired messages were left */
+				ready_add(d, s); /* only expired messages were left */
 				break;
 			}
 			if (m == NULL) {
@@ -867,7 +1219,7 @@ dispatch_selective(struct dest *d)
 			next = s->starved_next;
 			if (s->scanned_part && sub_can_take(s)) {
 				starved_remove(d, s);
-				dest_ready_add(d, s);
+				ready_add(d, s);
 			}
 		}
 		if (d->ready_head == NULL)
@@ -898,8 +1250,7 @@ dispatch_plain(struct dest *d)
 			die(d, m, DEATH_EXPIRED);
 			continue;
 		}
-		struct sub *s = d->ready_head;
-		dest_ready_remove(d, s);
+		struct sub *s = ready_pop(d);
 		/* Readiness is checked lazily: a subscriber whose connection
 		 * became blocked since it was listed just drops out here. */
 		if (!sub_can_take(s))
@@ -989,18 +1340,18 @@ publish_now_or_never(struct dest *d, struct msg *m, uint64_t *dropped)
 	for (struct sub *s = d->ready_head, *next; s != NULL; s = next) {
 		next = s->ready_next;
 		if (!sub_can_take(s)) {
-			dest_ready_remove(d, s); /* listed before it filled up: as in dispatch */
+			ready_remove(d, s); /* listed before it filled up: as in dispatch */
 			continue;
 		}
 		if (s->selector != NULL && !sub_matches(s, m))
 			continue;
-		dest_ready_remove(d, s);
+		ready_remove(d, s);
 		if (deliver(d, s, m) != 0) {
-			dest_ready_add(d, s);
+			ready_add(d, s);
 			break;
 		}
 		if (sub_can_take(s))
-			dest_ready_add(d, s); /* to the back, in turn */
+			ready_add(d, s); /* to the back, in turn */
 		return;
 	}
 	die(d, m, DEATH_EXPIRED);
@@ -1182,6 +1533,77 @@ check_queue(const struct dest *d)
 	return NULL;
 }
 
+/* The levels are in order and counted, and the ready list is in
+ * priority order with each level's last ready subscriber known. */
+static const char *
+check_levels(const struct dest *d)
+{
+	size_t nprio = 0;
+	for (const struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+		nprio += s->priority != 0;
+		if ((s->level == NULL) != (d->levels == NULL) ||
+		    (s->level != NULL && s->level->priority != s->priority))
+			return "a subscriber is not on its priority's level";
+	}
+	if (nprio != d->nprio || (d->levels == NULL) != (nprio == 0))
+		return "priorities miscounted";
+	for (const struct dest_level *l = d->levels; l != NULL; l = l->lower) {
+		size_t n = 0;
+		const struct sub *last = NULL;
+		if (l->lower != NULL && (l->lower->priority >= l->priority || l->lower->higher != l))
+			return "the priority levels are out of order";
+		for (const struct sub *s = d->subs; s != NULL; s = s->dest_next)
+			n += s->level == l;
+		for (const struct sub *s = d->ready_head; s != NULL; s = s->ready_next)
+			if (s->level == l)
+				last = s;
+		if (n == 0 || n != l->nsubs)
+			return "a priority level is miscounted";
+		if (last != level_last_ready(l))
+			return "a priority level has lost its last ready subscriber";
+	}
+	for (const struct sub *s = d->ready_head; s != NULL && s->ready_next != NULL; s = s->ready_next)
+		if (s->priority < s->ready_next->priority)
+			return "the ready list is out of priority order";
+	return NULL;
+}
+
+/* One active exclusive consumer, the others standing by (the exclusive
+ * ones in order), and the lock held by one connection's subscriptions. */
+static const char *
+check_exclusive(const struct dest *d)
+{
+	size_t nexclusive = 0, nstandby = 0, nlocks = 0;
+	for (const struct sub *s = d->subs; s != NULL; s = s->dest_next) {
+		nexclusive += s->exclusive;
+		nlocks += s->locks;
+		if (s->standby != (d->active != NULL && s != d->active))
+			return "a subscriber stands by wrongly";
+		if (s->standby && (s->in_ready || s->starved))
+			return "a subscriber standing by could be given messages";
+		if (s->locks && s->ep != d->locked_by)
+			return "a lock is held by another connection";
+		if (d->locked_by != NULL && s->ep != d->locked_by)
+			return "a locked queue has another connection's subscriber";
+	}
+	if ((d->active != NULL) != (nexclusive > 0) || (d->active != NULL && !d->active->exclusive))
+		return "no exclusive consumer is active, or the wrong one";
+	const struct sub *prev = NULL;
+	for (const struct sub *s = d->standby_head; s != NULL; prev = s, s = s->standby_next) {
+		if (!s->standby || !s->exclusive || s->dest != d || s->standby_prev != prev)
+			return "standby list broken";
+		if (prev != NULL && (prev->priority < s->priority ||
+		    (prev->priority == s->priority && prev->seq > s->seq)))
+			return "standby list out of order";
+		nstandby++;
+	}
+	if (d->standby_tail != prev || (nexclusive > 0 && nstandby != nexclusive - 1))
+		return "standby list miscounted";
+	if (nlocks != d->nlocks || (d->locked_by == NULL) != (nlocks == 0))
+		return "locks miscounted";
+	return NULL;
+}
+
 const char *
 dest_check(const struct dest *d)
 {
@@ -1193,12 +1615,16 @@ dest_check(const struct dest *d)
 	for (const struct sub *s = d->subs; s != NULL; s = s->dest_next) {
 		if (s->dest != d || (s->dest_next != NULL && s->dest_next->dest_prev != s))
 			return "subscriber list broken";
-		could_take |= sub_can_take(s) && !s->starved;
+		if (s->ready_slow != (s->starved || s->standby || s->level != NULL))
+			return "a subscriber's ready_slow is wrong";
+		could_take |= sub_can_take(s) && !s->starved && !s->standby;
 		nselective += s->selector != NULL;
 		nsubs++;
 	}
 	if (nsubs != d->nsubs || nselective != d->nselective)
 		return "subscribers miscounted";
+	if ((why = check_levels(d)) != NULL || (why = check_exclusive(d)) != NULL)
+		return why;
 	if (d->kind == DEST_TOPIC && (d->q.count > 0 || d->q.out > 0 || d->ready_head != NULL ||
 	    d->starved_head != NULL))
 		return "a topic holds messages";

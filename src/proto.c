@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -653,8 +654,7 @@ struct sub_request {
 	const char *id;
 	size_t id_len;
 	bool has_id;
-	enum ack_mode ack;
-	uint32_t prefetch;
+	struct sub_options opt;           /* ack, prefetch, priority, exclusive, lock */
 	struct temp *tq;                  /* our own temp-queue, or NULL */
 	bool durable;
 	char durable_name[DURABLE_NAME_MAX];
@@ -699,8 +699,73 @@ subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_
 	return RESULT_OK;
 }
 
-/* The destination, id, ack mode, prefetch and durable name of a SUBSCRIBE;
- * RESULT_OK, or RESULT_FAILED after the ERROR. */
+/* A true/false header, in any case (clients in Python send "True"), as
+ * RabbitMQ takes it; *out is false without it.  RESULT_FAILED after an
+ * ERROR naming the header for any other value. */
+static enum result
+header_flag(struct conn *c, struct frame *f, const char *name, bool *out)
+{
+	const struct header *h = frame_find(f, name);
+	*out = h != NULL && h->value_len == 4 && strncasecmp(h->value, "true", 4) == 0;
+	if (h == NULL || *out || (h->value_len == 5 && strncasecmp(h->value, "false", 5) == 0))
+		return RESULT_OK;
+	char message[64];
+	snprintf(message, sizeof(message), "bad %s", name);
+	return fail(c, f, message, "%s must be true or false; got '%.*s'.", name,
+	    SHOWN_N(h->value, h->value_len, 100));
+}
+
+/* A whole number header from lo to hi into *out, left as it is without
+ * the header; RESULT_FAILED after an ERROR naming the header. */
+static enum result
+header_int(struct conn *c, struct frame *f, const char *name, int32_t lo, int32_t hi,
+    int32_t *out)
+{
+	const struct header *h = frame_find(f, name);
+	if (h == NULL)
+		return RESULT_OK;
+	size_t neg = h->value_len > 0 && h->value[0] == '-';
+	uint64_t n;
+	if (frame_parse_u64(h->value + neg, h->value_len - neg, &n) == 0 && n <= INT32_MAX + neg) {
+		int64_t v = neg ? -(int64_t)n : (int64_t)n;
+		if (v >= lo && v <= hi) {
+			*out = (int32_t)v;
+			return RESULT_OK;
+		}
+	}
+	char message[64];
+	snprintf(message, sizeof(message), "bad %s", name);
+	return fail(c, f, message, "%s must be a whole number from %" PRId32 " to %" PRId32
+	    "; got '%.*s'.", name, lo, hi, SHOWN_N(h->value, h->value_len, 100));
+}
+
+/* What a queue subscription asks of its consumer: a priority
+ * (activemq.priority 0-127, or RabbitMQ's x-priority, any int; x-priority
+ * counts if both are there), to be the single active consumer
+ * (activemq.exclusive, x-single-active-consumer) and RabbitMQ's
+ * exclusive:true, the queue to this connection alone.  Each is checked on
+ * any SUBSCRIBE; a topic's subscribers each get every message, so there
+ * they mean nothing and are dropped.  RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_consumer(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	bool amq_exclusive, single_active, locks;
+	int32_t priority = 0;
+	if (header_int(c, f, "activemq.priority", 0, 127, &priority) != RESULT_OK ||
+	    header_int(c, f, "x-priority", INT32_MIN, INT32_MAX, &priority) != RESULT_OK ||
+	    header_flag(c, f, "activemq.exclusive", &amq_exclusive) != RESULT_OK ||
+	    header_flag(c, f, "x-single-active-consumer", &single_active) != RESULT_OK ||
+	    header_flag(c, f, "exclusive", &locks) != RESULT_OK)
+		return RESULT_FAILED;
+	bool queue = rq->kind == ADDR_QUEUE || rq->kind == ADDR_TEMP_QUEUE;
+	rq->opt.priority = queue ? priority : 0;
+	rq->opt.exclusive = queue && (amq_exclusive || single_active);
+	rq->opt.locks = rq->kind == ADDR_QUEUE && locks;
+	return RESULT_OK;
+}
+
+/* The destination, id, ack mode, prefetch, consumer options and durable
+ * name of a SUBSCRIBE; RESULT_OK, or RESULT_FAILED after the ERROR. */
 static enum result
 subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 {
@@ -745,9 +810,9 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		    "This connection already has a subscription '%.*s'.",
 		    SHOWN_N(rq->id, rq->id_len, 200));
 
-	rq->ack = ACK_AUTO;
+	rq->opt.ack = ACK_AUTO;
 	const struct header *ah = frame_get(f, HDR_ACK);
-	if (ah != NULL && sub_ack_mode_parse(ah->value, ah->value_len, &rq->ack) != 0)
+	if (ah != NULL && sub_ack_mode_parse(ah->value, ah->value_len, &rq->opt.ack) != 0)
 		return fail(c, f, "bad ack mode",
 		    "ack must be auto, client or client-individual; got '%.*s'.",
 		    SHOWN_N(ah->value, ah->value_len, 100));
@@ -768,7 +833,9 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	    prefetch > UINT32_MAX))
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    SHOWN_N(ph->value, ph->value_len, 100));
-	rq->prefetch = (uint32_t)prefetch;
+	rq->opt.prefetch = (uint32_t)prefetch;
+	if (subscribe_consumer(c, f, rq) != RESULT_OK)
+		return RESULT_FAILED;
 
 	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
@@ -859,6 +926,28 @@ subscribe_tell_backend(struct conn *c, const struct sub_request *rq, struct dest
 	return be->ops->interest_added ? be->ops->interest_added(be->impl, d, s) : 0;
 }
 
+/* RabbitMQ's exclusive queues: a queue locked to another connection, or
+ * one that another connection consumes from when this one asks for the
+ * lock, is refused with RabbitMQ's word for it.  RESULT_FAILED after the
+ * ERROR. */
+static enum result
+subscribe_lock(struct conn *c, struct frame *f, const struct sub_request *rq,
+    const struct dest *d)
+{
+	switch (dest_lock_check(d, &c->session->ep, rq->opt.locks)) {
+	case DEST_LOCK_OK:
+		return RESULT_OK;
+	case DEST_LOCK_HELD:
+		return fail(c, f, "resource_locked", "Queue '%.*s' is locked: another connection "
+		    "subscribed to it with exclusive:true, and only that connection may consume "
+		    "from it while that subscription lasts.", SHOWN(rq->ref.h));
+	case DEST_LOCK_SHARED:
+		break;
+	}
+	return fail(c, f, "resource_locked", "Queue '%.*s' cannot be locked to this connection "
+	    "(exclusive:true): another connection consumes from it.", SHOWN(rq->ref.h));
+}
+
 static enum result
 handle_subscribe(struct conn *c, struct frame *f)
 {
@@ -878,8 +967,12 @@ handle_subscribe(struct conn *c, struct frame *f)
 		selector_free(sel);
 		return res == RESULT_OK ? fail_oom(c, f) : res;
 	}
-	struct sub *s = sub_new(&c->session->ep, d, rq.id, rq.id_len, rq.has_id, rq.ack,
-	    rq.prefetch, sel);
+	if (dest_kind(d) == DEST_QUEUE && subscribe_lock(c, f, &rq, d) != RESULT_OK) {
+		dests_release(&c->broker->dests, d);
+		selector_free(sel);
+		return RESULT_FAILED;
+	}
+	struct sub *s = sub_new(&c->session->ep, d, rq.id, rq.id_len, rq.has_id, &rq.opt, sel);
 	if (s == NULL) {
 		dests_release(&c->broker->dests, d);
 		return fail_oom(c, f);

@@ -38,23 +38,16 @@ consumed(const struct dest *d, struct msg *m)
 
 struct sub *
 sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool has_id,
-    enum ack_mode ack, uint32_t prefetch, struct selector *sel)
+    const struct sub_options *opt, struct selector *sel)
 {
 	struct sub *s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		selector_free(sel);
-		return NULL;
-	}
+	if (s == NULL)
+		goto fail;
 	size_t esc = has_id ? frame_escaped_len(ep->version, id, id_len) : 0;
 	s->id = malloc(id_len + 1);
 	s->sub_line = malloc(has_id ? esc + 15 : 1);
-	if (s->id == NULL || s->sub_line == NULL) {
-		free(s->id);
-		free(s->sub_line);
-		free(s);
-		selector_free(sel);
-		return NULL;
-	}
+	if (s->id == NULL || s->sub_line == NULL)
+		goto fail;
 	memcpy(s->id, id, id_len);
 	s->id[id_len] = '\0';
 	s->id_len = id_len;
@@ -68,15 +61,27 @@ sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool
 	s->sub_line[s->sub_line_len] = '\0';
 	s->ep = ep;
 	s->dest = d;
-	s->ack = ack;
-	s->prefetch = prefetch;
+	s->ack = opt->ack;
+	s->prefetch = opt->prefetch;
+	s->priority = opt->priority;
+	s->exclusive = opt->exclusive;
+	s->locks = opt->locks;
 	s->selector = sel;
-	s->seq = ep->dests->next_sub_seq++;
-	dest_sub_add(d, s);
+	s->seq = ep->dests->next_sub_seq++; /* before dest_sub_add: it orders by arrival */
+	if (dest_sub_add(d, s) != 0)
+		goto fail;
 	HASH_ADD_KEYPTR(hh, ep->subs, s->id, s->id_len, s);
 	if (dest_kind(d) == DEST_QUEUE && sub_can_take(s))
 		dest_ready_add(d, s);
 	return s;
+fail:
+	if (s != NULL) {
+		free(s->id);
+		free(s->sub_line);
+		free(s);
+	}
+	selector_free(sel);
+	return NULL;
 }
 
 static void

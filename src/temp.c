@@ -84,7 +84,8 @@ temp_auto_subscribe(struct session *ss, struct temp *t)
 	HASH_FIND(hh, ss->ep.subs, t->name, t->name_len, s);
 	if (s != NULL)
 		return -2; /* the client uses that id for another destination */
-	t->auto_sub = sub_new(&ss->ep, t->dest, t->name, t->name_len, true, ACK_AUTO, 0, NULL);
+	t->auto_sub = sub_new(&ss->ep, t->dest, t->name, t->name_len, true,
+	    &(struct sub_options){ .ack = ACK_AUTO }, NULL);
 	if (t->auto_sub == NULL)
 		return -1;
 	t->auto_sub->owner_ref = &t->auto_sub; /* cleared when it ends */

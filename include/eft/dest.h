@@ -8,6 +8,36 @@
  * message to every current subscriber (whose selector matches) and keeps
  * nothing.  The structures are private to dest.c.
  *
+ * Consumer priorities (ActiveMQ's activemq.priority, RabbitMQ's
+ * x-priority): while a queue has subscribers of more than one priority
+ * (any but 0), its ready list is kept in order, highest priority first,
+ * and each priority present has a level (a short list, highest first,
+ * with the last ready subscriber of that priority), so that a subscriber
+ * ready again goes in behind the others of its priority in O(1) once its
+ * level has any ready, else after walking up the levels (there are few).
+ * Taking the head of the list is then still the one O(1) choice: the
+ * highest priority with room, in turn among equals; a lower one gets a
+ * message only when no higher one is ready (its prefetch or its
+ * connection's output is full).  Without priorities a queue has no levels
+ * and the list is the plain round-robin it was.  A subscriber with a
+ * selector that is waiting for a match (starved) is offered a new message
+ * that matches whatever its priority.
+ *
+ * Exclusive consumers (ActiveMQ's activemq.exclusive, RabbitMQ's
+ * x-single-active-consumer): the first subscriber of a queue that asks is
+ * its active consumer and gets every message; the others, exclusive or
+ * not, stand by, off the ready list.  A later one with a higher priority
+ * takes over at once (as ActiveMQ does); one of the same priority waits.
+ * When the active one leaves, the exclusive subscriber standing by with
+ * the highest priority, the earliest of those, takes over; if none is left
+ * the others share the queue again.  Its unacknowledged messages go back
+ * to the queue as they always do, so the next one gets them, redelivered.
+ *
+ * RabbitMQ's exclusive queues (exclusive:true on SUBSCRIBE): the queue is
+ * locked to the connection of the subscription that asked while any such
+ * subscription of it lasts; another connection's SUBSCRIBE is refused
+ * (dest_lock_check).  All of this is in memory and per node.
+ *
  * Messages that expire, are rejected, come back too often or are pushed out
  * of a full drop-head queue die: dest.c hands them to the dests' `dead`
  * hook (the broker dead-letters or drops them).  Expiring messages are also
@@ -27,6 +57,7 @@
 
 struct backend;
 struct dest;
+struct endpoint;
 struct dest_policy;
 struct msg;
 struct subjects;
@@ -158,10 +189,19 @@ const struct backend *dest_backend(const struct dest *d);
 void *dest_remote(const struct dest *d);
 void dest_set_remote(struct dest *d, void *remote);
 
-/* Subscribers come and go (sub.c keeps the links in struct sub; s->selector
- * is set before dest_sub_add). */
-void dest_sub_add(struct dest *d, struct sub *s);
+/* Subscribers come and go (sub.c keeps the links in struct sub; s->selector,
+ * priority, exclusive, locks and seq are set before dest_sub_add, which
+ * returns -1, having changed nothing, if out of memory). */
+int dest_sub_add(struct dest *d, struct sub *s);
 void dest_sub_remove(struct dest *d, struct sub *s);
+/* May a subscription of ep (locks: one asking for the queue to itself, as
+ * RabbitMQ's exclusive:true) be added to d? */
+enum dest_lock {
+	DEST_LOCK_OK,
+	DEST_LOCK_HELD,       /* d is locked to another connection */
+	DEST_LOCK_SHARED,     /* the lock is asked for while another connection consumes */
+};
+enum dest_lock dest_lock_check(const struct dest *d, const struct endpoint *ep, bool locks);
 /* A queue's ready list: subscribers that may be given a message now. */
 void dest_ready_add(struct dest *d, struct sub *s);
 void dest_ready_remove(struct dest *d, struct sub *s);

@@ -51,6 +51,19 @@ enum settle {
 };
 
 struct selector;
+struct dest_level;
+
+/* What a SUBSCRIBE asks of its subscription besides the destination.
+ * priority, exclusive and locks mean something on queues only (dest.h). */
+struct sub_options {
+	enum ack_mode ack;
+	uint32_t prefetch;                 /* most unacked deliveries; 0 = no limit */
+	int32_t priority;                  /* consumer priority: higher is served first */
+	bool exclusive;                    /* wants to be the queue's single active consumer
+	                                      (activemq.exclusive, x-single-active-consumer) */
+	bool locks;                        /* the queue is its connection's alone while it lasts
+	                                      (RabbitMQ's exclusive) */
+};
 
 struct delivery_key {
 	uint64_t sub_seq;
@@ -79,9 +92,20 @@ struct sub {
 	enum ack_mode ack;
 	uint64_t seq;                      /* broker-unique, names deliveries */
 	uint32_t prefetch;                 /* most unacked deliveries; 0 = no limit */
+	int32_t priority;                  /* consumer priority (queues) */
+	bool exclusive;                    /* see struct sub_options */
+	bool locks;
 	struct sub *dest_prev, *dest_next; /* the destination's subscribers (dest.c) */
 	struct sub *ready_prev, *ready_next; /* its ready list (dest.c) */
 	bool in_ready;
+	/* The queue has an active exclusive consumer and it is another: off
+	 * the ready list until that one leaves (dest.c).  An exclusive one
+	 * waits in the queue's standby list. */
+	bool standby;
+	struct sub *standby_prev, *standby_next;
+	struct dest_level *level;          /* its priority's level while the queue has several (dest.c) */
+	bool ready_slow;                   /* starved, standby or level: dest.c's ready list
+	                                      takes the long way for it (dest.c) */
 	struct selector *selector;         /* compiled at SUBSCRIBE, or NULL: every message */
 	/* A queue subscriber whose selector matched nothing in the window is
 	 * "starved": off the ready list, offered each new message instead
@@ -98,9 +122,10 @@ struct sub {
 int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
 
 /* Subscribe ep to d; NULL if out of memory.  has_id: the client named the
- * subscription.  The subscription takes sel (may be NULL) either way. */
+ * subscription.  The subscription takes sel (may be NULL) either way.  A
+ * queue's lock (opt->locks) is checked first (dest_lock_check). */
 struct sub *sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len,
-    bool has_id, enum ack_mode ack, uint32_t prefetch, struct selector *sel);
+    bool has_id, const struct sub_options *opt, struct selector *sel);
 /* Does s's selector (if any) want m? */
 bool sub_matches(const struct sub *s, const struct msg *m);
 /* End a subscription: its unacked queue messages are given back
