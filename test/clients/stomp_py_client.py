@@ -363,6 +363,48 @@ def sc_wildcards(port, version="1.2"):
     return "%d deliveries to *, >, # and a middle * on one connection" % len(want)
 
 
+def sc_exclusive(port, version="1.2"):
+    """Exclusive consumers (activemq.exclusive): the first gets every
+    message while the second stands by; when the first disconnects, the
+    second takes over with what the first had not acknowledged, redelivered
+    and in order."""
+    dest = "/queue/py-exclusive-" + RUN
+    first, fl = connect(port, version, "excl-first")
+    first.subscribe(dest, id="x1", ack="client-individual", receipt="sub-x1",
+                    headers={"activemq.exclusive": "true"})
+    fl.receipt("sub-x1")
+    second, sl = connect(port, version, "excl-second")
+    second.subscribe(dest, id="x2", ack="client-individual", receipt="sub-x2",
+                     headers={"activemq.exclusive": "true"})
+    sl.receipt("sub-x2")
+    pub, pl = connect(port, version, "excl-pub")
+    for i in range(3):
+        pub.send(dest, "m%d" % i)
+    pub.send(dest, "m3", receipt="excl-sent")
+    pl.receipt("excl-sent")
+    got = [fl.next_message(what="message %d to the exclusive consumer" % i) for i in range(4)]
+    eq([m.body for m in got], ["m0", "m1", "m2", "m3"], "the exclusive consumer's messages")
+    ack(first, version, got[0], "x1", receipt="excl-ack")
+    fl.receipt("excl-ack")
+    time.sleep(0.2)
+    with sl.cond:
+        check(not sl.messages, "the consumer standing by got %r" % [f.body for f in sl.messages])
+    disconnect(first, fl)
+    again = [sl.next_message(what="redelivery %d after the takeover" % i) for i in range(3)]
+    eq([(m.body, m.headers.get("redelivered")) for m in again],
+       [("m1", "true"), ("m2", "true"), ("m3", "true")], "redelivered to the next, in order")
+    pub.send(dest, "after", receipt="excl-after")
+    pl.receipt("excl-after")
+    m = sl.next_message(what="a new message after the takeover")
+    eq(m.body, "after", "new message")
+    for m in again + [m]:
+        ack(second, version, m, "x2")
+    disconnect(second, sl)
+    disconnect(pub, pl)
+    expect_empty(port, version, dest, "excl")
+    return "4 to the exclusive consumer, 3 redelivered to the next after it left"
+
+
 def scenarios():
     s = {}
     for ver in ("1.0", "1.1", "1.2"):
@@ -378,6 +420,7 @@ def scenarios():
     s["topic_fanout"] = (sc_topic_fanout, None)
     s["bulk_12"] = (sc_bulk, "1.2")
     s["wildcards_12"] = (sc_wildcards, "1.2")
+    s["exclusive_12"] = (sc_exclusive, "1.2")
     return s
 
 
