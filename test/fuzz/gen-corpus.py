@@ -323,6 +323,29 @@ def proto_corpus():
         (1, connect("1.2") + cat(*[frame("SEND", "destination:/queue/s", body="z" * 150)
                                    for i in range(4)])),
         (0, frame("SUBSCRIBE", "id:1", "destination:/topic/s")), seed=0x27)
+    # Exclusive consumers, priorities and RabbitMQ's exclusive queues: the
+    # active one leaves (UNSUBSCRIBE, hang-up) with messages unacked.
+    c["consumers-exclusive"] = session(
+        (0, connect("1.2") + frame("SUBSCRIBE", "id:0", "destination:/queue/x",
+                                  "activemq.exclusive:true", "ack:client-individual")),
+        (1, connect("1.2") + frame("SUBSCRIBE", "id:0", "destination:/queue/x",
+                                  "x-single-active-consumer:true", "x-priority:-2") +
+         frame("SUBSCRIBE", "id:1", "destination:/queue/x", "activemq.priority:5")),
+        (2, connect("1.2") + cat(*[frame("SEND", "destination:/queue/x", body=str(i))
+                                   for i in range(4)])),
+        (0, frame("ACK", "id:1-1") + frame("UNSUBSCRIBE", "id:0")),
+        (1, frame("UNSUBSCRIBE", "id:0")), seed=0x07)
+    c["consumers-priority-lock"] = session(
+        (0, connect("1.2") + frame("SUBSCRIBE", "id:0", "destination:/queue/p",
+                                  "x-priority:9", "ack:client", "prefetch-count:1") +
+         frame("SUBSCRIBE", "id:1", "destination:/queue/l", "exclusive:true")),
+        (1, connect("1.2") + frame("SUBSCRIBE", "id:0", "destination:/queue/p",
+                                  "activemq.priority:3") +
+         frame("SUBSCRIBE", "id:1", "destination:/queue/l")),
+        (2, connect("1.2") + cat(*[frame("SEND", "destination:/queue/p", body=str(i))
+                                   for i in range(3)]) +
+         frame("SUBSCRIBE", "id:0", "destination:/queue/p", "activemq.priority:200")),
+        (0, None), seed=0x07)
     # Seed bit 7: client 2 never reads; its queued output goes with conn_free.
     c["slow-reader-hangs-up"] = session(
         (0, connect("1.2") + frame("SUBSCRIBE", "id:0", "destination:/topic/slow")),
