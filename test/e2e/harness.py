@@ -272,6 +272,15 @@ def listening_ports(pid):
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
     ports = set()
+    for field in tcp_sockets():
+        if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
+            ports.add(int(field[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def tcp_sockets():
+    """The kernel's TCP sockets, IPv4 and IPv6: each row of /proc/net/tcp
+    and /proc/net/tcp6, split into its fields."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -279,10 +288,7 @@ def listening_ports(pid):
         except OSError:
             continue
         for row in rows:
-            field = row.split()
-            if field[3] == "0A" and field[9] in inodes:    # 0A: LISTEN
-                ports.add(int(field[1].rsplit(":", 1)[1], 16))
-    return ports
+            yield row.split()
 
 
 def eftd_has_read(*socks):
@@ -297,17 +303,10 @@ def eftd_has_read(*socks):
         if unsent:
             return False
         ends.add((s.getpeername()[1], s.getsockname()[1]))  # eftd's (local, remote) ports
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            field = row.split()
-            ports = (int(field[1].rsplit(":", 1)[1], 16), int(field[2].rsplit(":", 1)[1], 16))
-            if ports in ends and int(field[4].split(":")[1], 16):
-                return False
+    for field in tcp_sockets():
+        ports = (int(field[1].rsplit(":", 1)[1], 16), int(field[2].rsplit(":", 1)[1], 16))
+        if ports in ends and int(field[4].split(":")[1], 16):
+            return False
     return True
 
 
@@ -721,6 +720,26 @@ def subscribe(c, dest, sid="0", ack=None, headers=()):
     h.append(("receipt", "sub-" + sid))
     c.send_frame("SUBSCRIBE", h)
     expect_receipt(c, "sub-" + sid)
+
+
+def send_receipted(c, sends, rid="sent"):
+    """SENDs of (destination, body, headers) in one write, the last asking
+    for a RECEIPT, and wait for it: all of them were routed by then."""
+    last = len(sends) - 1
+    c.send(b"".join(frame("SEND", [("destination", d)] + list(h) +
+                          ([("receipt", rid)] if i == last else []), body)
+                    for i, (d, body, h) in enumerate(sends)))
+    expect_receipt(c, rid)
+
+
+def expect_messages(c, n):
+    """n MESSAGE frames, then nothing more for a while."""
+    got = c.read_frames(n)
+    for f in got:
+        if f.command != "MESSAGE":
+            raise AssertionError("expected MESSAGE, got %r" % f)
+    c.expect_nothing()
+    return got
 
 
 class Closed(Exception):

@@ -8,24 +8,17 @@ touched."""
 
 import unittest
 
-from harness import BrokerTest, expect_receipt, frame, subscribe
+from harness import BrokerTest, expect_messages, send_receipted, subscribe
 
 
 def send_all(c, sends):
     """SENDs (destination, body), the last with a RECEIPT."""
-    last = len(sends) - 1
-    c.send(b"".join(frame("SEND", [("destination", d)] + ([("receipt", "sent")] if i == last else []),
-                          body) for i, (d, body) in enumerate(sends)))
-    expect_receipt(c, "sent")
+    send_receipted(c, [(d, body, ()) for d, body in sends])
 
 
 def got(c, n):
-    frames = c.read_frames(n)
-    for f in frames:
-        if f.command != "MESSAGE":
-            raise AssertionError("expected MESSAGE, got %r" % f)
-    c.expect_nothing()
-    return sorted((f["subscription"], f.body.decode(), f["destination"]) for f in frames)
+    return sorted((f["subscription"], f.body.decode(), f["destination"])
+                  for f in expect_messages(c, n))
 
 
 class Exchanges(BrokerTest):

@@ -12,7 +12,8 @@ import tempfile
 import unittest
 
 import harness
-from harness import (BrokerTest, DataDirTest, RawClient, expect_receipt, frame, subscribe)
+from harness import (BrokerTest, DataDirTest, RawClient, expect_messages, expect_receipt, frame,
+                     send_receipted, subscribe)
 
 
 def send(c, dest, body, receipt=None, headers=()):
@@ -27,21 +28,10 @@ def send(c, dest, body, receipt=None, headers=()):
 def send_all(c, dests, headers=()):
     """One message to each of dests (its body is its name), then a RECEIPT:
     everything was routed by then."""
-    last = len(dests) - 1
-    c.send(b"".join(frame("SEND", [("destination", d)] + list(headers) +
-                          ([("receipt", "sent")] if i == last else []), d)
-                    for i, d in enumerate(dests)))
-    expect_receipt(c, "sent")
+    send_receipted(c, [(d, d, headers) for d in dests])
 
 
-def messages(c, n):
-    """n MESSAGE frames, then nothing more for a while."""
-    got = c.read_frames(n)
-    for f in got:
-        if f.command != "MESSAGE":
-            raise AssertionError("expected MESSAGE, got %r" % f)
-    c.expect_nothing()
-    return got
+messages = expect_messages
 
 
 class Matching(BrokerTest):
