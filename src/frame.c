@@ -304,6 +304,9 @@ bool
 frame_header_is_nocase(const struct frame *f, const char *name, const char *value)
 {
 	const struct header *h = frame_find(f, name);
+	/* Exact first: the usual lower case costs what frame_header_is does
+	 * (persistent:true is read on every SEND with a data-dir). */
 	return h != NULL && h->value_len == strlen(value) &&
-	    strncasecmp(h->value, value, h->value_len) == 0;
+	    (memcmp(h->value, value, h->value_len) == 0 ||
+	    strncasecmp(h->value, value, h->value_len) == 0);
 }
