@@ -100,6 +100,20 @@ class RestartTest(DurableBase):
         self.assertTrue(all(f.get("persistent") == "true" for f in got))
 
 
+    @TCP_ONLY
+    def test_persistent_true_in_any_case_survives_a_restart(self):
+        """stomp.py sends persistent=True as "True" (str() of a bool), and
+        RabbitMQ takes it: so does eftd; "False" stays in memory."""
+        b = self.start()
+        c = self.client(b)
+        for i, value in enumerate(("True", "TRUE", "true", "False")):
+            send(c, "/queue/case", value, "r%d" % i, [("persistent", value)])
+        self.stop(b)
+        self.assertIn("(of 4 queued on 1 destination; the other 3, persistent, stay in the "
+                      "journal)", b.read_log())
+        b = self.start()
+        self.assertEqual(self.bodies(self.drain(b, "/queue/case")), ["True", "TRUE", "true"])
+
 @TCP_ONLY
 class CrashTest(DurableBase):
     def check_kill9(self, fsync):
