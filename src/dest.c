@@ -375,13 +375,35 @@ dest_is_pattern(const struct dest *d)
 	return d->pattern;
 }
 
-struct dest *
-dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+/* A plain /queue/ queue just made: every wildcard queue subscription whose
+ * pattern matches its name takes from it too, through a child (sub.h).
+ * One look in the tree per queue made, none per publish.  Out of memory,
+ * a subscription misses this queue, and the log says so. */
+static __attribute__((noinline)) void
+queue_attach_patterns(struct dests *t, struct dest *d)
 {
-	struct dest *d = dests_find(t, name, len);
-	if (d != NULL)
-		return d;
-	d = calloc(1, sizeof(*d));
+	if (!address_has_prefix(d->name, d->name_len, QUEUE_PREFIX, QUEUE_PREFIX_LEN))
+		return;
+	size_t n;
+	void *const *found = subjects_match(t->queue_patterns, d->name + QUEUE_PREFIX_LEN,
+	    d->name_len - QUEUE_PREFIX_LEN, &n);
+	if (found == NULL && n == SIZE_MAX) {
+		log_error("out of memory: wildcard queue subscriptions miss %s", d->name);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct dest *pq = found[i];
+		for (struct sub *root = pq->subs; root != NULL; root = root->dest_next)
+			if (sub_attach(root, d) != 0)
+				log_error("out of memory: subscription '%s' to %s misses %s", root->id,
+				    pq->name, d->name);
+	}
+}
+
+static struct dest *
+dest_new(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+{
+	struct dest *d = calloc(1, sizeof(*d));
 	if (d == NULL)
 		return NULL;
 	d->name = malloc(len + 1);
@@ -396,6 +418,17 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
 	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
+	return d;
+}
+
+struct dest *
+dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+{
+	struct dest *d = dests_find(t, name, len);
+	if (d != NULL)
+		return d;
+	if ((d = dest_new(t, name, len, kind)) == NULL)
+		return NULL;
 	if (kind == DEST_TOPIC && topic_index(t, d) != 0) {
 		free(d->name);
 		free(d);
@@ -404,14 +437,69 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
+	if (kind == DEST_QUEUE && t->nqueue_patterns > 0)
+		queue_attach_patterns(t, d);
 	return d;
+}
+
+struct dest *
+dests_get_queue_pattern(struct dests *t, const char *name, size_t len)
+{
+	struct dest *d;
+	HASH_FIND(hh, t->queue_patterns_by_name, name, len, d);
+	if (d != NULL)
+		return d;
+	if ((d = dest_new(t, name, len, DEST_QUEUE)) == NULL)
+		return NULL;
+	if ((t->queue_patterns == NULL && (t->queue_patterns = subjects_new()) == NULL) ||
+	    subjects_add(t->queue_patterns, name + QUEUE_PREFIX_LEN, len - QUEUE_PREFIX_LEN, d) != 0) {
+		free(d->name);
+		free(d);
+		return NULL;
+	}
+	d->pattern = true;
+	HASH_ADD_KEYPTR(hh, t->queue_patterns_by_name, d->name, d->name_len, d);
+	t->nqueue_patterns++;
+	log_debug("wildcard queue %s created", d->name);
+	return d;
+}
+
+/* May a wildcard queue subscription take from queue d?  A plain /queue/
+ * queue, not a temp-queue's or a durable subscription's. */
+static bool
+queue_matchable(const struct dest *d)
+{
+	return d->kind == DEST_QUEUE && !d->pattern && d->temp == NULL && d->fed_by == NULL &&
+	    address_has_prefix(d->name, d->name_len, QUEUE_PREFIX, QUEUE_PREFIX_LEN);
+}
+
+int
+dests_attach_pattern(struct dests *t, struct dest *pq, struct sub *root)
+{
+	const char *pat = pq->name + QUEUE_PREFIX_LEN;
+	size_t plen = pq->name_len - QUEUE_PREFIX_LEN;
+	struct dest *d, *tmp;
+	/* One pass over the table at SUBSCRIBE (measured in BENCHMARKS.md). */
+	HASH_ITER(hh, t->by_name, d, tmp) {
+		if (queue_matchable(d) && subject_match(pat, plen, d->name + QUEUE_PREFIX_LEN,
+		    d->name_len - QUEUE_PREFIX_LEN) && sub_attach(root, d) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 static void
 dest_free(struct dests *t, struct dest *d)
 {
-	HASH_DEL(t->by_name, d);
-	t->count--;
+	if (d->kind == DEST_QUEUE && d->pattern) {
+		HASH_DELETE(hh, t->queue_patterns_by_name, d);
+		subjects_remove(t->queue_patterns, d->name + QUEUE_PREFIX_LEN,
+		    d->name_len - QUEUE_PREFIX_LEN, d);
+		t->nqueue_patterns--;
+	} else {
+		HASH_DEL(t->by_name, d);
+		t->count--;
+	}
 	t->freed++; /* invalidates the sessions' last-destination caches */
 	if (d->fed_by != NULL)
 		dest_unbind(d);
@@ -451,6 +539,12 @@ dests_free(struct dests *t)
 	HASH_ITER(hh, t->by_name, d, tmp) {
 		dest_free(t, d);
 	}
+	HASH_ITER(hh, t->queue_patterns_by_name, d, tmp) {
+		dest_free(t, d);
+	}
+	if (t->queue_patterns != NULL)
+		subjects_free(t->queue_patterns);
+	t->queue_patterns = NULL;
 	free(t->expiry);
 	t->expiry = NULL;
 	t->nexpiry = t->expiry_cap = 0;
