@@ -316,19 +316,18 @@ int
 sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 {
 	struct endpoint *ep = s->ep;
-	struct sub *root = s->root;
 	char ack[48];
 	size_t ack_len = 0;
 	struct delivery *dl = NULL;
 
 	if (s->ack != ACK_AUTO && ep->version == STOMP_1_2)
-		ack_len = sub_ack_id(ack, sizeof(ack), root->seq, m->id);
+		ack_len = sub_ack_id(ack, sizeof(ack), s->root->seq, m->id);
 	/* Topics keep nothing to give back, so only queue deliveries wait for an ACK. */
 	if (s->ack != ACK_AUTO && dest_kind(s->dest) == DEST_QUEUE) {
 		dl = calloc(1, sizeof(*dl));
 		if (dl == NULL)
 			return -1;
-		dl->key.sub_seq = root->seq;
+		dl->key.sub_seq = s->root->seq;
 		dl->key.msg_id = m->id;
 		dl->msg = m;
 		dl->sub = s;
@@ -339,6 +338,7 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		return -1;
 	}
 	if (dl != NULL) {
+		struct sub *root = s->root; /* the list is the root's (a plain one's own) */
 		struct delivery *dup;
 		HASH_FIND(hh, ep->deliveries, &dl->key, sizeof(dl->key), dup);
 		if (dup != NULL) {

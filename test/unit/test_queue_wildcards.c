@@ -213,7 +213,7 @@ test_one_consumer_per_message(void **state)
 	free(subscribe(fx, plain, "p", "/queue/w.a", ""));
 	free(subscribe(fx, wild, "w", "/queue/w.*", ""));
 	for (int i = 0; i < 4; i++) {
-		char body[8];
+		char body[16];
 		snprintf(body, sizeof(body), "%d", i);
 		send_to(fx, p, "/queue/w.a", body);
 	}
@@ -344,6 +344,29 @@ test_selector_and_refusals(void **state)
 	free(out);
 }
 
+/* activemq.exclusive and activemq.priority apply on each queue the
+ * pattern takes from: against a plain consumer, the exclusive wildcard one
+ * gets every message; a higher priority one is served first. */
+static void
+test_exclusive_and_priority_per_queue(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx, "1.2"), *plain = client(fx, "1.2"), *wild = client(fx, "1.2");
+	free(subscribe(fx, plain, "p", "/queue/w.a", ""));
+	free(subscribe(fx, wild, "w", "/queue/w.*", "activemq.exclusive:true\n"));
+	send_to(fx, p, "/queue/w.a", "1");
+	send_to(fx, p, "/queue/w.a", "2");
+	expect(wild, "/queue/w.a=1 /queue/w.a=2 ");
+	expect(plain, "");
+	struct conn *hi = client(fx, "1.2");
+	free(subscribe(fx, plain, "q", "/queue/v.a", ""));
+	free(subscribe(fx, hi, "h", "/queue/v.#", "activemq.priority:9\n"));
+	send_to(fx, p, "/queue/v.a", "3");
+	send_to(fx, p, "/queue/v.a", "4");
+	expect(hi, "/queue/v.a=3 /queue/v.a=4 ");
+	expect(plain, "");
+}
+
 int
 main(void)
 {
@@ -354,6 +377,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_prefetch_across_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cumulative_ack_across_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_selector_and_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exclusive_and_priority_per_queue, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
