@@ -50,9 +50,11 @@
  * did, to the plain queue of that name, which the pattern also matches).
  * Its subscriptions take from every plain /queue/ queue whose name the
  * pattern matches through a child subscription on each (sub.h): attached
- * to the queues there are at SUBSCRIBE (one pass over the table), and to a
- * queue made later when it is made (one look in the tree of queue
- * patterns, t->queue_patterns, never on a publish).  A child is one more
+ * to the queues there are at SUBSCRIBE, and to a queue made later when it
+ * is made (one look in the tree of queue patterns, t->queue_patterns,
+ * never on a publish; at SUBSCRIBE only the
+ * queues whose first element is the pattern's, when that is a name, else
+ * every queue).  A child is one more
  * consumer of its queue, so each message still goes to one consumer.
  * Temp-queues, reply queues and durable subscriptions' queues are named
  * otherwise (not /queue/) and are never matched.  A queue with a child on
@@ -72,6 +74,7 @@
 struct backend;
 struct dest;
 struct endpoint;
+struct queue_group;
 struct dest_policy;
 struct msg;
 struct subjects;
@@ -136,6 +139,10 @@ struct dests {
 	struct dest *queue_patterns_by_name;
 	struct subjects *queue_patterns;
 	size_t nqueue_patterns;
+	/* ... and while there are any, the plain /queue/ queues grouped by
+	 * their first element, so that a pattern beginning with a name looks
+	 * only at the queues that begin with it (dest.c). */
+	struct queue_group *queue_groups;
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some

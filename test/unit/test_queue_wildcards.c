@@ -203,6 +203,40 @@ test_existing_and_later_queues(void **state)
 	expect(r, "/queue/x=5 ");
 }
 
+/* A pattern that begins with a wildcard looks at every queue; one that
+ * begins with a name only at the queues that begin with it (dest.c's
+ * groups, made when the first pattern comes and dropped with the last). */
+static void
+test_first_element_wild_or_named(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *d = client(fx, "1.2");
+	send_to(fx, p, "/queue/g1.a", "1");
+	send_to(fx, p, "/queue/g2.a", "2");
+	send_to(fx, p, "/queue/g2.b", "3");
+	send_to(fx, p, "/queue/g2", "4");
+	char *got = messages_in(subscribe(fx, c, "s", "/queue/*.a", ""), NULL, 0);
+	assert_int_equal(count(got, "="), 2);
+	assert_non_null(strstr(got, "/queue/g1.a=1 "));
+	assert_non_null(strstr(got, "/queue/g2.a=2 "));
+	free(got);
+	got = messages_in(subscribe(fx, d, "t", "/queue/g2.#", ""), NULL, 0);
+	assert_int_equal(count(got, "="), 2);
+	assert_non_null(strstr(got, "/queue/g2.b=3 "));
+	assert_non_null(strstr(got, "/queue/g2=4 "));
+	free(got);
+	feed(c, "UNSUBSCRIBE\nid:s\n\n");
+	feed(d, "UNSUBSCRIBE\nid:t\n\n");
+	check(fx, c);
+	/* the groups were dropped with the last pattern and are made again */
+	send_to(fx, p, "/queue/g3.a", "5");
+	send_to(fx, p, "/queue/g2.b", "3b");
+	expect_after_receipt(subscribe(fx, d, "u", "/queue/g2.*", ""), "/queue/g2.b=3b ");
+	send_to(fx, p, "/queue/g2.c", "6");
+	expect(d, "/queue/g2.c=6 ");
+	assert_int_equal(depth(fx, "/queue/g3.a"), 1);
+}
+
 /* A wildcard consumer and a queue's own consumer compete: each message goes
  * to one of them, in turn. */
 static void
@@ -372,6 +406,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_existing_and_later_queues, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_element_wild_or_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_consumer_per_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_detach_gives_back_to_each_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefetch_across_queues, setup, teardown),
