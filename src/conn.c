@@ -400,10 +400,8 @@ conn_unblock(struct conn *c)
 	c->session->ep.blocked = false;
 	struct sub *s, *tmp;
 	HASH_ITER(hh, c->session->ep.subs, s, tmp) {
-		if (dest_kind(s->dest) == DEST_QUEUE && sub_can_take(s)) {
-			dest_ready_add(s->dest, s);
-			dest_dispatch(s->dest);
-		}
+		if (sub_can_take(s))
+			sub_wake(s); /* a wildcard queue subscription: each of its queues */
 	}
 }
 

@@ -76,6 +76,16 @@ struct dest {
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
 	uint64_t published;                   /* messages published to it (the admin API) */
+	struct queue_group *group;            /* while there are queue patterns (dest.h) */
+	struct dest *group_prev, *group_next;
+};
+
+/* The plain /queue/ queues whose name after /queue/ begins with one element. */
+struct queue_group {
+	UT_hash_handle hh;                    /* in dests->queue_groups, by elem */
+	struct dest *head;
+	size_t len;
+	char elem[];
 };
 
 static const struct dest_policy default_policy; /* no limits, nothing expires, no DLQ */
@@ -375,13 +385,120 @@ dest_is_pattern(const struct dest *d)
 	return d->pattern;
 }
 
-struct dest *
-dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+/* The first element of a /queue/ name (after the prefix), *len long. */
+static const char *
+first_element(const char *name, size_t name_len, size_t *len)
 {
-	struct dest *d = dests_find(t, name, len);
-	if (d != NULL)
-		return d;
-	d = calloc(1, sizeof(*d));
+	const char *s = name + QUEUE_PREFIX_LEN;
+	size_t n = name_len - QUEUE_PREFIX_LEN;
+	const char *dot = memchr(s, '.', n);
+	*len = dot ? (size_t)(dot - s) : n;
+	return s;
+}
+
+/* Put plain /queue/ queue d in the group of its first element: 0, or -1
+ * if out of memory. */
+static int
+group_add(struct dests *t, struct dest *d)
+{
+	if (!address_has_prefix(d->name, d->name_len, QUEUE_PREFIX, QUEUE_PREFIX_LEN))
+		return 0;
+	size_t len;
+	const char *e = first_element(d->name, d->name_len, &len);
+	struct queue_group *g;
+	HASH_FIND(hh, t->queue_groups, e, len, g);
+	if (g == NULL) {
+		if ((g = malloc(sizeof(*g) + len + 1)) == NULL)
+			return -1;
+		g->head = NULL;
+		g->len = len;
+		memcpy(g->elem, e, len);
+		g->elem[len] = '\0';
+		HASH_ADD(hh, t->queue_groups, elem[0], len, g);
+	}
+	d->group = g;
+	d->group_prev = NULL;
+	d->group_next = g->head;
+	if (g->head != NULL)
+		g->head->group_prev = d;
+	g->head = d;
+	return 0;
+}
+
+static void
+group_remove(struct dests *t, struct dest *d)
+{
+	struct queue_group *g = d->group;
+	if (g == NULL)
+		return;
+	if (d->group_prev != NULL)
+		d->group_prev->group_next = d->group_next;
+	else
+		g->head = d->group_next;
+	if (d->group_next != NULL)
+		d->group_next->group_prev = d->group_prev;
+	d->group = NULL;
+	if (g->head == NULL) {
+		HASH_DEL(t->queue_groups, g);
+		free(g);
+	}
+}
+
+/* The groups are kept only while there are queue patterns. */
+static void
+groups_drop(struct dests *t)
+{
+	struct queue_group *g, *tmp;
+	HASH_ITER(hh, t->queue_groups, g, tmp) {
+		for (struct dest *d = g->head; d != NULL; d = d->group_next)
+			d->group = NULL;
+		HASH_DEL(t->queue_groups, g);
+		free(g);
+	}
+}
+
+static int
+groups_build(struct dests *t)
+{
+	struct dest *d, *tmp;
+	HASH_ITER(hh, t->by_name, d, tmp) {
+		if (d->kind == DEST_QUEUE && group_add(t, d) != 0) {
+			groups_drop(t);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A plain /queue/ queue just made: every wildcard queue subscription whose
+ * pattern matches its name takes from it too, through a child (sub.h).
+ * One look in the tree per queue made, none per publish.  Out of memory,
+ * a subscription misses this queue, and the log says so. */
+static __attribute__((noinline)) void
+queue_attach_patterns(struct dests *t, struct dest *d)
+{
+	if (!address_has_prefix(d->name, d->name_len, QUEUE_PREFIX, QUEUE_PREFIX_LEN))
+		return;
+	size_t n;
+	void *const *found = subjects_match(t->queue_patterns, d->name + QUEUE_PREFIX_LEN,
+	    d->name_len - QUEUE_PREFIX_LEN, &n);
+	if (found == NULL && n == SIZE_MAX) {
+		log_error("out of memory: wildcard queue subscriptions miss %s", d->name);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct dest *pq = found[i];
+		for (struct sub *root = pq->subs; root != NULL; root = root->dest_next)
+			if (sub_attach(root, d) != 0)
+				log_error("out of memory: subscription '%s' to %s misses %s", root->id,
+				    pq->name, d->name);
+	}
+}
+
+static struct dest *
+dest_new(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+{
+	struct dest *d = calloc(1, sizeof(*d));
 	if (d == NULL)
 		return NULL;
 	d->name = malloc(len + 1);
@@ -396,7 +513,19 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
 	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
-	if (kind == DEST_TOPIC && topic_index(t, d) != 0) {
+	return d;
+}
+
+struct dest *
+dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
+{
+	struct dest *d = dests_find(t, name, len);
+	if (d != NULL)
+		return d;
+	if ((d = dest_new(t, name, len, kind)) == NULL)
+		return NULL;
+	if ((kind == DEST_TOPIC && topic_index(t, d) != 0) ||
+	    (kind == DEST_QUEUE && t->nqueue_patterns > 0 && group_add(t, d) != 0)) {
 		free(d->name);
 		free(d);
 		return NULL;
@@ -404,14 +533,86 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	HASH_ADD_KEYPTR(hh, t->by_name, d->name, d->name_len, d);
 	t->count++;
 	log_debug("destination %s created", d->name);
+	if (kind == DEST_QUEUE && t->nqueue_patterns > 0)
+		queue_attach_patterns(t, d);
 	return d;
+}
+
+struct dest *
+dests_get_queue_pattern(struct dests *t, const char *name, size_t len)
+{
+	struct dest *d;
+	HASH_FIND(hh, t->queue_patterns_by_name, name, len, d);
+	if (d != NULL)
+		return d;
+	if ((d = dest_new(t, name, len, DEST_QUEUE)) == NULL)
+		return NULL;
+	if ((t->nqueue_patterns == 0 && groups_build(t) != 0) ||
+	    (t->queue_patterns == NULL && (t->queue_patterns = subjects_new()) == NULL) ||
+	    subjects_add(t->queue_patterns, name + QUEUE_PREFIX_LEN, len - QUEUE_PREFIX_LEN, d) != 0) {
+		if (t->nqueue_patterns == 0)
+			groups_drop(t);
+		free(d->name);
+		free(d);
+		return NULL;
+	}
+	d->pattern = true;
+	HASH_ADD_KEYPTR(hh, t->queue_patterns_by_name, d->name, d->name_len, d);
+	t->nqueue_patterns++;
+	log_debug("wildcard queue %s created", d->name);
+	return d;
+}
+
+/* May a wildcard queue subscription take from queue d?  A plain /queue/
+ * queue, not a temp-queue's or a durable subscription's. */
+static bool
+queue_matchable(const struct dest *d)
+{
+	return d->kind == DEST_QUEUE && !d->pattern && d->temp == NULL && d->fed_by == NULL &&
+	    address_has_prefix(d->name, d->name_len, QUEUE_PREFIX, QUEUE_PREFIX_LEN);
+}
+
+int
+dests_attach_pattern(struct dests *t, struct dest *pq, struct sub *root)
+{
+	const char *pat = pq->name + QUEUE_PREFIX_LEN;
+	size_t plen = pq->name_len - QUEUE_PREFIX_LEN;
+	size_t elen;
+	const char *e = first_element(pq->name, pq->name_len, &elen);
+	if (subject_parse(e, elen, NULL) == 0) {
+		/* A name first: only the queues that begin with it. */
+		struct queue_group *g;
+		HASH_FIND(hh, t->queue_groups, e, elen, g);
+		for (struct dest *d = g ? g->head : NULL; d != NULL; d = d->group_next)
+			if (queue_matchable(d) && subject_match(pat, plen, d->name + QUEUE_PREFIX_LEN,
+			    d->name_len - QUEUE_PREFIX_LEN) && sub_attach(root, d) != 0)
+				return -1;
+		return 0;
+	}
+	/* A wildcard first: one pass over the table (measured in BENCHMARKS.md). */
+	struct dest *d, *tmp;
+	HASH_ITER(hh, t->by_name, d, tmp) {
+		if (queue_matchable(d) && subject_match(pat, plen, d->name + QUEUE_PREFIX_LEN,
+		    d->name_len - QUEUE_PREFIX_LEN) && sub_attach(root, d) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 static void
 dest_free(struct dests *t, struct dest *d)
 {
-	HASH_DEL(t->by_name, d);
-	t->count--;
+	if (d->kind == DEST_QUEUE && d->pattern) {
+		HASH_DELETE(hh, t->queue_patterns_by_name, d);
+		subjects_remove(t->queue_patterns, d->name + QUEUE_PREFIX_LEN,
+		    d->name_len - QUEUE_PREFIX_LEN, d);
+		if (--t->nqueue_patterns == 0)
+			groups_drop(t);
+	} else {
+		HASH_DEL(t->by_name, d);
+		t->count--;
+		group_remove(t, d);
+	}
 	t->freed++; /* invalidates the sessions' last-destination caches */
 	if (d->fed_by != NULL)
 		dest_unbind(d);
@@ -451,6 +652,12 @@ dests_free(struct dests *t)
 	HASH_ITER(hh, t->by_name, d, tmp) {
 		dest_free(t, d);
 	}
+	HASH_ITER(hh, t->queue_patterns_by_name, d, tmp) {
+		dest_free(t, d);
+	}
+	if (t->queue_patterns != NULL)
+		subjects_free(t->queue_patterns);
+	t->queue_patterns = NULL;
 	free(t->expiry);
 	t->expiry = NULL;
 	t->nexpiry = t->expiry_cap = 0;

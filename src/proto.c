@@ -660,6 +660,7 @@ struct sub_request {
 	char durable_name[DURABLE_NAME_MAX];
 	size_t durable_len;
 	const struct header *selector;    /* NULL: every message */
+	bool queue_pattern;               /* a wildcard queue subscription (dest.h) */
 };
 
 /* A wildcard pattern in a SUBSCRIBE's queue or topic name (subject.h):
@@ -685,10 +686,6 @@ subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_
 		    "'%.*s': %s at byte %zu of the name after %s ('*' is one element, '#' "
 		    "any number, '>' one or more at the end; elements are separated by '.').",
 		    SHOWN(dh), err.why, err.pos, rq->kind == ADDR_TOPIC ? TOPIC_PREFIX : QUEUE_PREFIX);
-	if (rq->kind == ADDR_QUEUE)
-		return fail(c, f, "wildcard queue subscriptions are not supported",
-		    "'%.*s' is a pattern; eftd takes wildcards on /topic/ subscriptions only. "
-		    "Subscribe to each queue by its name.", SHOWN(dh));
 	const struct backend *be = c->broker->backend;
 	if (be != NULL && be->ops->interest_added != NULL)
 		return fail(c, f, "wildcard subscriptions are not supported in cluster mode",
@@ -696,6 +693,7 @@ subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_
 		    "subscriptions between nodes yet. Subscribe to each topic by its name.",
 		    SHOWN(dh));
 	*fixed = prefix + subject_fixed_prefix(subject, len);
+	rq->queue_pattern = rq->kind == ADDR_QUEUE;
 	return RESULT_OK;
 }
 
@@ -761,6 +759,11 @@ subscribe_consumer(struct conn *c, struct frame *f, struct sub_request *rq)
 	rq->opt.priority = queue ? priority : 0;
 	rq->opt.exclusive = queue && (amq_exclusive || single_active);
 	rq->opt.locks = rq->kind == ADDR_QUEUE && locks;
+	if (rq->opt.locks && rq->queue_pattern)
+		return fail(c, f, "wildcard queue subscriptions cannot be exclusive",
+		    "'%.*s' is a pattern: it cannot lock the queues it matches to this "
+		    "connection. Subscribe without exclusive:true, or to each queue by name.",
+		    SHOWN(rq->ref.h));
 	return RESULT_OK;
 }
 
@@ -908,6 +911,8 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 	}
 	if (rq->tq != NULL)
 		return rq->tq->dest;
+	if (rq->queue_pattern)
+		return dests_get_queue_pattern(dests, rq->ref.name, rq->ref.len);
 	return dests_get(dests, rq->ref.name, rq->ref.len,
 	    rq->kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 }
@@ -986,8 +991,7 @@ handle_subscribe(struct conn *c, struct frame *f)
 	/* RECEIPT first, then whatever was waiting in the queue. */
 	if (send_receipt(c, f) != 0)
 		return fail_oom(c, f);
-	if (dest_kind(d) == DEST_QUEUE)
-		dest_dispatch(d);
+	sub_wake(s); /* a queue's, or each of a wildcard subscription's queues */
 	return RESULT_DONE;
 }
 

@@ -36,6 +36,62 @@ consumed(const struct dest *d, struct msg *m)
 	backend_gone(dest_backend(d), m, FATE_CONSUMED);
 }
 
+/* A wildcard subscription's children leave their queues (nothing is given
+ * back yet: a message given back is not to reach them again). */
+static void
+children_detach(struct sub *root)
+{
+	for (struct sub *c = root->children; c != NULL; c = c->sibling)
+		dest_sub_remove(c->dest, c);
+}
+
+/* ... then their queues hand out what they hold, and forget them if empty. */
+static void
+children_free(struct sub *root)
+{
+	while (root->children != NULL) {
+		struct sub *c = root->children;
+		struct dest *d = c->dest;
+		root->children = c->sibling;
+		free(c);
+		dest_dispatch(d);
+		dests_release(root->ep->dests, d);
+	}
+}
+
+int
+sub_attach(struct sub *root, struct dest *d)
+{
+	if (dest_lock_check(d, root->ep, false) != DEST_LOCK_OK)
+		return 0; /* RabbitMQ's exclusive queue, another connection's */
+	struct sub *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return -1;
+	/* What it shows and how it takes are the root's; its place on the queue its own. */
+	c->id = root->id;
+	c->id_len = root->id_len;
+	c->sub_line = root->sub_line;
+	c->sub_line_len = root->sub_line_len;
+	c->ep = root->ep;
+	c->dest = d;
+	c->ack = root->ack;
+	c->prefetch = root->prefetch;
+	c->priority = root->priority;
+	c->exclusive = root->exclusive;
+	c->selector = root->selector;
+	c->root = root;
+	c->seq = root->ep->dests->next_sub_seq++;
+	if (dest_sub_add(d, c) != 0) {
+		free(c);
+		return -1;
+	}
+	c->sibling = root->children;
+	root->children = c;
+	if (sub_can_take(c))
+		dest_ready_add(d, c);
+	return 0;
+}
+
 struct sub *
 sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool has_id,
     const struct sub_options *opt, struct selector *sel)
@@ -68,11 +124,22 @@ sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool
 	s->locks = opt->locks;
 	s->selector = sel;
 	s->seq = ep->dests->next_sub_seq++; /* before dest_sub_add: it orders by arrival */
+	s->root = s;
 	if (dest_sub_add(d, s) != 0)
 		goto fail;
 	HASH_ADD_KEYPTR(hh, ep->subs, s->id, s->id_len, s);
-	if (dest_kind(d) == DEST_QUEUE && sub_can_take(s))
+	if (dest_kind(d) == DEST_QUEUE && dest_is_pattern(d)) {
+		/* Its children take; the pattern queue itself holds nothing. */
+		if (dests_attach_pattern(ep->dests, d, s) != 0) {
+			children_detach(s);
+			children_free(s);
+			HASH_DEL(ep->subs, s);
+			dest_sub_remove(d, s);
+			goto fail;
+		}
+	} else if (dest_kind(d) == DEST_QUEUE && sub_can_take(s)) {
 		dest_ready_add(d, s);
+	}
 	return s;
 fail:
 	if (s != NULL) {
@@ -87,7 +154,7 @@ fail:
 static void
 delivery_unlink(struct endpoint *ep, struct delivery *dl)
 {
-	struct sub *s = dl->sub;
+	struct sub *s = dl->sub->root;
 	if (dl->prev)
 		dl->prev->next = dl->next;
 	else
@@ -107,17 +174,20 @@ sub_end(struct sub *s)
 	struct dest *d = s->dest;
 
 	dest_sub_remove(d, s);
+	children_detach(s);
 	HASH_DEL(ep->subs, s);
 	if (s->owner_ref != NULL)
 		*s->owner_ref = NULL;
 
-	/* Newest first onto the head of the queue keeps the original order. */
+	/* Newest first onto the head of the queue keeps the original order
+	 * (each to its own queue: a wildcard subscription's come from many). */
 	while (s->unacked_tail != NULL) {
 		struct delivery *dl = s->unacked_tail;
 		delivery_unlink(ep, dl);
-		dest_give_back(d, dl->msg);
+		dest_give_back(dl->sub->dest, dl->msg);
 		free(dl);
 	}
+	children_free(s);
 	const struct backend *be = dest_backend(d);
 	if (be != NULL && be->ops->interest_removed != NULL)
 		be->ops->interest_removed(be->impl, d, s);
@@ -197,7 +267,27 @@ sub_matches(const struct sub *s, const struct msg *m)
 bool
 sub_can_take(const struct sub *s)
 {
-	return s->ep->open && !s->ep->blocked && (s->prefetch == 0 || s->n_unacked < s->prefetch);
+	/* The window is the root's, across all its queues. */
+	return s->ep->open && !s->ep->blocked && (s->prefetch == 0 ||
+	    s->root->n_unacked < s->prefetch);
+}
+
+void
+sub_wake(struct sub *s)
+{
+	if (dest_kind(s->dest) != DEST_QUEUE)
+		return;
+	if (s->children == NULL && !dest_is_pattern(s->dest)) {
+		if (sub_can_take(s))
+			dest_ready_add(s->dest, s);
+		dest_dispatch(s->dest);
+		return;
+	}
+	for (struct sub *c = s->children; c != NULL; c = c->sibling) {
+		if (sub_can_take(c))
+			dest_ready_add(c->dest, c);
+		dest_dispatch(c->dest);
+	}
 }
 
 size_t
@@ -231,13 +321,13 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 	struct delivery *dl = NULL;
 
 	if (s->ack != ACK_AUTO && ep->version == STOMP_1_2)
-		ack_len = sub_ack_id(ack, sizeof(ack), s->seq, m->id);
+		ack_len = sub_ack_id(ack, sizeof(ack), s->root->seq, m->id);
 	/* Topics keep nothing to give back, so only queue deliveries wait for an ACK. */
 	if (s->ack != ACK_AUTO && dest_kind(s->dest) == DEST_QUEUE) {
 		dl = calloc(1, sizeof(*dl));
 		if (dl == NULL)
 			return -1;
-		dl->key.sub_seq = s->seq;
+		dl->key.sub_seq = s->root->seq;
 		dl->key.msg_id = m->id;
 		dl->msg = m;
 		dl->sub = s;
@@ -248,23 +338,24 @@ sub_deliver(struct sub *s, struct msg *m, bool redelivered)
 		return -1;
 	}
 	if (dl != NULL) {
+		struct sub *root = s->root; /* the list is the root's (a plain one's own) */
 		struct delivery *dup;
 		HASH_FIND(hh, ep->deliveries, &dl->key, sizeof(dl->key), dup);
 		if (dup != NULL) {
 			/* The same message again on the same subscription (NACKed and
 			 * redelivered while an older copy is still listed): keep one. */
 			delivery_unlink(ep, dup);
-			dest_settled(s->dest);
+			dest_settled(dup->sub->dest);
 			msg_unref(dup->msg);
 			free(dup);
 		}
-		dl->prev = s->unacked_tail;
-		if (s->unacked_tail)
-			s->unacked_tail->next = dl;
+		dl->prev = root->unacked_tail;
+		if (root->unacked_tail)
+			root->unacked_tail->next = dl;
 		else
-			s->unacked_head = dl;
-		s->unacked_tail = dl;
-		s->n_unacked++;
+			root->unacked_head = dl;
+		root->unacked_tail = dl;
+		root->n_unacked++;
 		HASH_ADD(hh, ep->deliveries, key, sizeof(dl->key), dl);
 		if (m->kept != NULL)
 			backend_delivered(dest_backend(s->dest), m);
@@ -287,31 +378,78 @@ sub_find_delivery(struct endpoint *ep, const struct delivery_key *k)
 	return dl;
 }
 
+static void
+settle_one(struct endpoint *ep, struct delivery *dl, enum settle how)
+{
+	struct dest *d = dl->sub->dest;
+	delivery_unlink(ep, dl);
+	if (how == SETTLE_NACK) {
+		dest_give_back(d, dl->msg);
+	} else if (how == SETTLE_REJECT) {
+		dest_reject(d, dl->msg);
+	} else {
+		dest_settled(d);
+		ep->counts->acked++;
+		if (dl->msg->kept != NULL)
+			consumed(d, dl->msg);
+		msg_unref(dl->msg);
+	}
+	free(dl);
+}
+
+/* sub_settle for a wildcard queue subscription: the deliveries settled may
+ * come from several of its queues, each of which may hand out more; if the
+ * window was full, every queue may.  Without allocating: the children to
+ * look at are linked through wake_next. */
+static __attribute__((noinline)) bool
+settle_children(struct endpoint *ep, struct delivery *dl, enum settle how)
+{
+	struct sub *root = dl->sub->root;
+	bool was_full = root->prefetch != 0 && root->n_unacked >= root->prefetch;
+	struct sub *wake = NULL;
+	struct delivery *stop = root->ack == ACK_CLIENT ? NULL : dl->prev;
+	while (dl != stop) {
+		struct delivery *prev = dl->prev;
+		struct sub *c = dl->sub;
+		if (!c->waking) {
+			c->waking = true;
+			c->wake_next = wake;
+			wake = c;
+		}
+		settle_one(ep, dl, how);
+		dl = prev;
+	}
+	while (wake != NULL) {
+		struct sub *c = wake;
+		wake = c->wake_next;
+		c->waking = false;
+		c->wake_next = NULL;
+		if (!was_full) {
+			if (sub_can_take(c))
+				dest_ready_add(c->dest, c);
+			dest_dispatch(c->dest);
+		}
+	}
+	if (was_full)
+		sub_wake(root);
+	return true;
+}
+
 bool
 sub_settle(struct endpoint *ep, const struct delivery_key *k, enum settle how)
 {
 	struct delivery *dl = sub_find_delivery(ep, k);
 	if (dl == NULL)
 		return false;
-	struct sub *s = dl->sub;
+	struct sub *s = dl->sub->root;
+	if (s->children != NULL)
+		return settle_children(ep, dl, how);
 	/* client mode settles this delivery and all before it; walk back from it
 	 * so that NACKed messages return to the queue in their first order. */
 	struct delivery *stop = s->ack == ACK_CLIENT ? NULL : dl->prev;
 	while (dl != stop) {
 		struct delivery *prev = dl->prev;
-		delivery_unlink(ep, dl);
-		if (how == SETTLE_NACK) {
-			dest_give_back(s->dest, dl->msg);
-		} else if (how == SETTLE_REJECT) {
-			dest_reject(s->dest, dl->msg);
-		} else {
-			dest_settled(s->dest);
-			ep->counts->acked++;
-			if (dl->msg->kept != NULL)
-				consumed(s->dest, dl->msg);
-			msg_unref(dl->msg);
-		}
-		free(dl);
+		settle_one(ep, dl, how);
 		dl = prev;
 	}
 	if (sub_can_take(s))

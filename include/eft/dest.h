@@ -44,6 +44,22 @@
  * kept in a heap by time, so that a timer finds them wherever they are in
  * their queue.
  *
+ * Wildcard queue consumers (ActiveMQ's): SUBSCRIBE /queue/orders.* makes a
+ * pattern queue (dests_get_queue_pattern), which holds no messages and is
+ * not in the table by name (a SEND to /queue/orders.* goes, as it always
+ * did, to the plain queue of that name, which the pattern also matches).
+ * Its subscriptions take from every plain /queue/ queue whose name the
+ * pattern matches through a child subscription on each (sub.h): attached
+ * to the queues there are at SUBSCRIBE, and to a queue made later when it
+ * is made (one look in the tree of queue patterns, t->queue_patterns,
+ * never on a publish; at SUBSCRIBE only the
+ * queues whose first element is the pattern's, when that is a name, else
+ * every queue).  A child is one more
+ * consumer of its queue, so each message still goes to one consumer.
+ * Temp-queues, reply queues and durable subscriptions' queues are named
+ * otherwise (not /queue/) and are never matched.  A queue with a child on
+ * it is kept while the wildcard subscription lasts, as with any consumer.
+ *
  * Message references: a function that takes a message (dest_publish,
  * dest_give_back, dest_restore) takes the caller's reference.  Queuing never
  * allocates (the lists are in the messages), so a message given back is
@@ -58,6 +74,7 @@
 struct backend;
 struct dest;
 struct endpoint;
+struct queue_group;
 struct dest_policy;
 struct msg;
 struct subjects;
@@ -117,6 +134,15 @@ struct dests {
 	 * topics whose name is a malformed pattern, kept out of the tree. */
 	struct subjects *topics;
 	size_t npatterns, nodd;
+	/* Wildcard queue consumers: the pattern queues, by name and in a tree
+	 * by their name after /queue/ (NULL until the first). */
+	struct dest *queue_patterns_by_name;
+	struct subjects *queue_patterns;
+	size_t nqueue_patterns;
+	/* ... and while there are any, the plain /queue/ queues grouped by
+	 * their first element, so that a pattern beginning with a name looks
+	 * only at the queues that begin with it (dest.c). */
+	struct queue_group *queue_groups;
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -142,6 +168,14 @@ dests_have_patterns(const struct dests *t)
  * cap: call again with room for all); SIZE_MAX if out of memory. */
 size_t dests_topic_matches(struct dests *t, const char *name, size_t len, struct dest **out,
     size_t cap);
+/* The pattern queue for a wildcard /queue/ SUBSCRIBE (name whole, its part
+ * after /queue/ a well-formed pattern): found or made; NULL if out of
+ * memory.  It is released as any destination is (dests_release). */
+struct dest *dests_get_queue_pattern(struct dests *t, const char *name, size_t len);
+/* Attach root, a new subscription to pattern queue pq, to every plain queue
+ * its pattern matches (sub_attach): 0, or -1 if out of memory (some may be
+ * attached: the caller ends root). */
+int dests_attach_pattern(struct dests *t, struct dest *pq, struct sub *root);
 /* Forget every destination nothing holds (after the journal is read). */
 void dests_prune(struct dests *t);
 /* How many of each, and the messages they hold (the admin API, metrics). */
@@ -172,7 +206,7 @@ size_t dest_name_len(const struct dest *d);
 bool dest_is(const struct dest *d, const char *name, size_t len);
 enum dest_kind dest_kind(const struct dest *d);
 /* A wildcard topic: its name after /topic/ is a pattern (subject.h), and it
- * gets what is published to the topics it matches. */
+ * gets what is published to the topics it matches; or a pattern queue. */
 bool dest_is_pattern(const struct dest *d);
 size_t dest_depth(const struct dest *d);       /* messages queued */
 size_t dest_bytes(const struct dest *d);       /* their memory */

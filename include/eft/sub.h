@@ -2,7 +2,18 @@
  *
  * A delivery in client or client-individual mode is kept until it is ACKed,
  * NACKed or its subscription ends; then the message is released or goes back
- * to the head of its queue, marked redelivered. */
+ * to the head of its queue, marked redelivered.
+ *
+ * A wildcard queue subscription (dest.h) is a root subscription on its
+ * pattern queue, the one the client knows (by id, in ep->subs), with a
+ * child subscription on every queue it takes from.  A child is an ordinary
+ * consumer of its queue (ready list, priority, selector, exclusive), but
+ * its deliveries are the root's: they are keyed by the root's seq and kept
+ * on the root's unacked list, so that ACK/NACK by any of the three names,
+ * a cumulative ACK in client mode and the prefetch window work across all
+ * its queues as on one.  A plain subscription is its own root and has no
+ * children.  Children end only with their root: its unacked messages go
+ * back, each to its own queue, redelivered. */
 #ifndef EFT_SUB_H
 #define EFT_SUB_H
 
@@ -115,8 +126,14 @@ struct sub {
 	bool scanned_part;                 /* ... the queue was longer than the window */
 	uint64_t scan_pops;                /* ... the queue's pops when it looked */
 	struct sub *starved_prev, *starved_next;
+	/* The root's only (see above): its deliveries, on all its queues. */
 	struct delivery *unacked_head, *unacked_tail;
 	size_t n_unacked;
+	struct sub *root;                  /* itself, or the wildcard subscription it serves */
+	struct sub *children;              /* a wildcard queue subscription's, linked by sibling */
+	struct sub *sibling;
+	struct sub *wake_next;             /* sub_settle's list of children to look at again */
+	bool waking;                       /* ... it is on it */
 };
 
 int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
@@ -126,11 +143,19 @@ int sub_ack_mode_parse(const char *s, size_t len, enum ack_mode *out);
  * queue's lock (opt->locks) is checked first (dest_lock_check). */
 struct sub *sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len,
     bool has_id, const struct sub_options *opt, struct selector *sel);
+/* Make root, a wildcard queue subscription, take from queue d as well
+ * (dest.c calls it when such a queue is made, or at SUBSCRIBE): 0, or -1
+ * if out of memory.  A queue locked to another connection is left out. */
+int sub_attach(struct sub *root, struct dest *d);
+/* s may take messages again (its connection's output drained, or it was
+ * just made): list it, or each of its children, as ready and dispatch. */
+void sub_wake(struct sub *s);
 /* Does s's selector (if any) want m? */
 bool sub_matches(const struct sub *s, const struct msg *m);
-/* End a subscription: its unacked queue messages are given back
- * (dest_give_back), the backend hears that its interest is gone, and the
- * destination hands what it holds to its other subscribers. */
+/* End a subscription (a root: with its children): its unacked queue
+ * messages are given back (dest_give_back), the backend hears that its
+ * interest is gone, and the destination hands what it holds to its other
+ * subscribers. */
 void sub_end(struct sub *s);
 
 /* May s be given another message now? */

@@ -363,6 +363,43 @@ def sc_wildcards(port, version="1.2"):
     return "%d deliveries to *, >, # and a middle * on one connection" % len(want)
 
 
+def sc_queue_wildcards(port, version="1.2"):
+    """A wildcard queue consumer (ActiveMQ's): it takes from a queue there
+    already and from one made after it subscribed, never from a queue it
+    does not match; each MESSAGE names its own queue, and ACKs settle them
+    (nothing comes back when the subscription ends)."""
+    base = "py-qwild-" + RUN
+    pub, pl = connect(port, version, "qwildpub")
+    pub.send("/queue/" + base + ".a", base + ".a", receipt="qwild-first")
+    pl.receipt("qwild-first")
+    c, l = connect(port, version, "qwild")
+    subscribe(c, l, version, "/queue/" + base + ".*", "qw", ack_mode="client-individual")
+    pub.send("/queue/" + base + ".b", base + ".b")
+    pub.send("/queue/other." + base, "other")
+    pub.send("/queue/" + base + ".b.c", base + ".b.c", receipt="qwild-sent")
+    pl.receipt("qwild-sent")
+    got = [l.next_message(what="wildcard queue delivery %d of 2" % (i + 1)) for i in range(2)]
+    eq(sorted(m.body for m in got), [base + ".a", base + ".b"], "the matching queues' messages")
+    for i, m in enumerate(got):
+        eq(m.headers.get("destination"), "/queue/" + m.body, "destination is the queue")
+        eq(m.headers.get("subscription"), "qw", "subscription header")
+        ack(c, version, m, "qw", receipt="qwild-ack%d" % i)
+        l.receipt("qwild-ack%d" % i)
+    time.sleep(0.2)
+    with l.cond:
+        check(not l.messages, "a queue the pattern does not match reached it: %r" %
+              [f.body for f in l.messages])
+    disconnect(c, l)
+    again, al = connect(port, version, "qwild-again")
+    subscribe(again, al, version, "/queue/" + base + ".*", "qw2")
+    time.sleep(0.2)
+    with al.cond:
+        check(not al.messages, "acknowledged messages came back: %r" % [f.body for f in al.messages])
+    disconnect(again, al)
+    disconnect(pub, pl)
+    return "a queue there before and one made after, both acknowledged"
+
+
 def sc_exclusive(port, version="1.2"):
     """Exclusive consumers (activemq.exclusive): the first gets every
     message while the second stands by; when the first disconnects, the
@@ -421,6 +458,7 @@ def scenarios():
     s["bulk_12"] = (sc_bulk, "1.2")
     s["wildcards_12"] = (sc_wildcards, "1.2")
     s["exclusive_12"] = (sc_exclusive, "1.2")
+    s["queue_wildcards_12"] = (sc_queue_wildcards, "1.2")
     return s
 
 

@@ -2,10 +2,12 @@
 `*` one element, `>` one or more at the end (ActiveMQ, NATS), `#` zero or
 more anywhere (RabbitMQ); elements are separated by '.'.  Each matching
 subscription gets the message once, with its own `subscription` header and
-the concrete `destination` it was sent to.  Malformed patterns, patterns
-outside a user's read permission, and (for now) wildcard queue
-subscriptions get an ERROR naming what is wrong, and nobody else's
-subscriptions are touched.  Durable wildcard subscriptions outlive kill -9."""
+the concrete `destination` it was sent to.  A wildcard queue subscription
+(ActiveMQ's) takes from every queue it matches, there already or made
+later, one consumer among each queue's others.  Malformed patterns and
+patterns outside a user's read permission get an ERROR naming what is
+wrong, and nobody else's subscriptions are touched.  Durable wildcard
+subscriptions outlive kill -9."""
 
 import os
 import tempfile
@@ -170,15 +172,133 @@ class BadPatterns(BrokerTest):
         subscribe(c, "/queue/kept")
         self.assertEqual(c.read_frame().body, b"waiting")
 
-    def test_a_wildcard_queue_subscription_is_refused_not_silent(self):
-        body = self.refused("/queue/orders.*", "wildcard queue subscriptions are not supported")
+    def test_a_malformed_queue_pattern_is_refused_and_a_good_one_works(self):
+        body = self.refused("/queue/orders..*", "malformed wildcard pattern")
+        self.assertIn("at byte 7", body)
+        c = self.client()
+        subscribe(c, "/queue/orders.*", sid="w")
+        send_all(self.client(), ["/queue/orders.x"])
+        self.assertEqual(messages(c, 1)[0]["destination"], "/queue/orders.x")
+
+    def test_an_exclusive_wildcard_queue_subscription_is_refused(self):
+        body = self.refused_with("/queue/orders.*", [("exclusive", "true")],
+                                 "wildcard queue subscriptions cannot be exclusive")
         self.assertIn("/queue/orders.*", body)
+
+    def refused_with(self, dest, headers, message):
+        c = self.client()
+        c.send_frame("SUBSCRIBE", [("destination", dest), ("id", "0")] + headers)
+        f = c.expect_error_and_close()
+        self.assertEqual(f["message"], message)
+        return f.body.decode()
 
     def test_plain_names_with_empty_elements_still_work(self):
         c = self.client()
         subscribe(c, "/topic/a..b")
         send_all(self.client(), ["/topic/a..b"])
         messages(c, 1)
+
+
+class QueueWildcards(BrokerTest):
+    """ActiveMQ's wildcard queue consumers: a SUBSCRIBE to /queue/PATTERN
+    takes from every queue whose name matches, each message still going
+    to one consumer."""
+
+    def test_existing_and_later_queues(self):
+        p = self.client()
+        send_all(p, ["/queue/qw.a"])
+        c = self.client()
+        subscribe(c, "/queue/qw.*", sid="w")
+        got = messages(c, 1)
+        self.assertEqual((got[0]["destination"], got[0]["subscription"]), ("/queue/qw.a", "w"))
+        send_all(p, ["/queue/qw.b", "/queue/qx.b", "/queue/qw.b.c"])
+        self.assertEqual([f["destination"] for f in messages(c, 1)], ["/queue/qw.b"])
+        # '>' and '#' as for topics; the others were waiting in their queues
+        for pattern, want in (("/queue/qw.>", "/queue/qw.b.c"), ("/queue/qx.#", "/queue/qx.b")):
+            d = self.client()
+            subscribe(d, pattern)
+            self.assertEqual([f["destination"] for f in messages(d, 1)], [want], pattern)
+
+    def test_competes_with_a_plain_consumer(self):
+        plain, wild = self.client(), self.client()
+        subscribe(plain, "/queue/qc.a", sid="p")
+        subscribe(wild, "/queue/qc.*", sid="w")
+        send_receipted(self.client(), [("/queue/qc.a", str(i), ()) for i in range(10)])
+        a = [f.body for f in plain.poll(1)]
+        b = [f.body for f in wild.poll(1)]
+        for _ in range(20):
+            if len(a) + len(b) >= 10:
+                break
+            a += [f.body for f in plain.poll(0.1)]
+            b += [f.body for f in wild.poll(0.1)]
+        self.assertEqual(sorted(a + b), sorted(str(i).encode() for i in range(10)))
+        self.assertTrue(a and b, "both consumers take their turn: %r %r" % (a, b))
+        plain.expect_nothing()
+        wild.expect_nothing()
+
+    def test_one_prefetch_window_and_acks_across_queues(self):
+        c = self.client()
+        subscribe(c, "/queue/qp.*", sid="w", ack="client-individual",
+                  headers=[("activemq.prefetchSize", "1")])
+        send_all(self.client(), ["/queue/qp.a", "/queue/qp.b"])
+        first = messages(c, 1)[0]
+        c.send_frame("ACK", [("id", first["ack"])])
+        second = messages(c, 1)[0]
+        self.assertEqual(sorted([first["destination"], second["destination"]]),
+                         ["/queue/qp.a", "/queue/qp.b"])
+        c.send_frame("ACK", [("id", second["ack"]), ("receipt", "a")])
+        expect_receipt(c, "a")
+        # both settled: nothing comes back after the subscription ends
+        c.send_frame("UNSUBSCRIBE", [("id", "w"), ("receipt", "u")])
+        expect_receipt(c, "u")
+        d = self.client()
+        subscribe(d, "/queue/qp.*", sid="again")
+        d.expect_nothing()
+
+    def check_given_back(self, end):
+        c = self.client()
+        subscribe(c, "/queue/qu.*", sid="w", ack="client")
+        send_all(self.client(), ["/queue/qu.a", "/queue/qu.b"])
+        self.assertEqual(sorted(f["destination"] for f in messages(c, 2)),
+                         ["/queue/qu.a", "/queue/qu.b"])
+        end(c)
+        for q in ("/queue/qu.a", "/queue/qu.b"):
+            d = self.client()
+            subscribe(d, q)
+            f = messages(d, 1)[0]
+            self.assertEqual((f["destination"], f.body.decode(), f.get("redelivered")),
+                             (q, q, "true"))
+
+    def test_unsubscribe_gives_unacked_back_to_their_queues(self):
+        def unsubscribe(c):
+            c.send_frame("UNSUBSCRIBE", [("id", "w"), ("receipt", "u")])
+            expect_receipt(c, "u")
+        self.check_given_back(unsubscribe)
+
+    def test_disconnect_gives_unacked_back_to_their_queues(self):
+        self.check_given_back(lambda c: c.close())
+
+    def test_a_send_to_the_pattern_name_goes_to_the_queue_of_that_name(self):
+        # As eftd always did (ActiveMQ does not route a SEND by wildcard):
+        # the plain queue "qs.*", which the pattern matches too.
+        c = self.client()
+        subscribe(c, "/queue/qs.*", sid="w")
+        send_all(self.client(), ["/queue/qs.*"])
+        self.assertEqual(messages(c, 1)[0]["destination"], "/queue/qs.*")
+
+    def test_a_pattern_never_takes_reply_queues(self):
+        # the server side of an RPC consumes every queue; the reply still
+        # reaches only the temp-queue's owner
+        server = self.client()
+        subscribe(server, "/queue/#", sid="all")
+        caller = self.client()
+        subscribe(caller, "/temp-queue/r", sid="r")
+        send_receipted(caller, [("/queue/rpc.req", "ask", [("reply-to", "/temp-queue/r")])])
+        req = messages(server, 1)[0]
+        self.assertTrue(req["reply-to"].startswith("/reply-queue/"), req["reply-to"])
+        send_receipted(server, [(req["reply-to"], "answer", ())])
+        self.assertEqual(messages(caller, 1)[0].body, b"answer")
+        server.expect_nothing()
 
 
 class Permissions(BrokerTest):
@@ -192,7 +312,8 @@ class Permissions(BrokerTest):
         fd, self.users = tempfile.mkstemp(prefix="eft-users-")
         self.addCleanup(os.unlink, self.users)
         with os.fdopen(fd, "w") as f:
-            f.write("carol:%s:read=/topic/news.:write=/topic/\n" % bob.split(":")[1])
+            f.write("carol:%s:read=/topic/news.,/queue/orders.:write=/topic/,/queue/\n" %
+                    bob.split(":")[1])
         self.config = "users-file = %s\nallow-anonymous = no\n" % self.users
         super().setUp()
 
@@ -208,8 +329,15 @@ class Permissions(BrokerTest):
         send_all(self.carol(), ["/topic/news.eu.x"])
         self.assertEqual(sorted(f["subscription"] for f in messages(c, 2)), ["1", "2"])
 
+    def test_a_queue_pattern_inside_the_permission_is_allowed(self):
+        c = self.carol()
+        subscribe(c, "/queue/orders.*", sid="q")
+        send_all(self.carol(), ["/queue/orders.eu"])
+        self.assertEqual(messages(c, 1)[0]["destination"], "/queue/orders.eu")
+
     def test_a_pattern_that_could_reach_outside_is_denied(self):
-        for dest in ("/topic/*", "/topic/#", "/topic/news.#", "/topic/*.news"):
+        for dest in ("/topic/*", "/topic/#", "/topic/news.#", "/topic/*.news", "/queue/orders.#",
+                     "/queue/>", "/queue/*.orders"):
             c = self.carol()
             c.send_frame("SUBSCRIBE", [("destination", dest), ("id", "0")])
             f = c.expect_error_and_close()

@@ -227,7 +227,7 @@ check_broker(void)
 			CHECK(s->ep == &c->session->ep, "subscription '%s' of another session", s->id);
 			size_t n = 0;
 			for (struct delivery *dl = s->unacked_head; dl != NULL; dl = dl->next) {
-				CHECK(dl->sub == s && (dl->next == NULL || dl->next->prev == dl),
+				CHECK(dl->sub->root == s && (dl->next == NULL || dl->next->prev == dl),
 				    "'%s': unacked list", s->id);
 				n++;
 			}
