@@ -16,6 +16,7 @@
 #include "eft/cluster.h"
 #include "eft/lifetime.h"
 #include "eft/log.h"
+#include "eft/session.h"
 #include "eft/store.h"
 #include "eft/trim.h"
 
@@ -287,6 +288,25 @@ broker_default_memory(void)
 	return (size_t)pages / 10 * 4 * (size_t)page;
 }
 
+/* The scheduler's timer (schedule.h), set for the earliest due time. */
+static void
+sched_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	schedule_fire(&b->sched, broker_now_ms(b));
+}
+
+static void
+sched_arm(void *arg, uint64_t due_ms)
+{
+	struct broker *b = arg;
+	uint64_t now = broker_now_ms(b), wait = due_ms > now ? due_ms - now : 0;
+	struct timeval tv = { (time_t)(wait / 1000), (suseconds_t)(wait % 1000 * 1000) };
+	evtimer_add(b->sched_ev, &tv);
+}
+
 int
 broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 {
@@ -315,12 +335,22 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 		.wakeup = backend_wakeup,
 		.now_ms = backend_now_ms,
 	};
+	/* Scheduled messages are routed as a SEND of this session's. */
+	b->sched_session = session_new(b, "scheduler", NULL, NULL, NULL);
+	if (b->sched_session == NULL || (b->sched_ev = evtimer_new(base, sched_cb, b)) == NULL)
+		return -1;
+	schedule_init(&b->sched, b, b->sched_session, cfg->max_scheduled_messages);
+	schedule_set_timer(&b->sched, sched_arm, b);
 	return lifetime_start(b);
 }
 
 void
 broker_fini(struct broker *b)
 {
+	schedule_fini(&b->sched); /* what waits was never kept */
+	session_free(b->sched_session);
+	if (b->sched_ev)
+		event_free(b->sched_ev);
 	store_close(b->store); /* while the messages it keeps are alive */
 	b->store = NULL;
 	b->backend = b->dests.backend = NULL;

@@ -43,7 +43,17 @@ static const char *const hdr_names[HDR_COUNT] = {
 	[HDR_EXPIRES] = "expires",
 	[HDR_EXPIRATION] = "expiration",
 	[HDR_SELECTOR] = "selector",
+	[HDR_SCHEDULED] = "AMQ_SCHEDULED_DELAY", /* and the others (frame.h) */
 };
+
+/* The schedule headers after "AMQ_SCHEDULED_" (frame.h: HDR_SCHEDULED). */
+static bool
+amq_scheduled(const char *rest, size_t len)
+{
+	return (len == 5 && memcmp(rest, "DELAY", 5) == 0) ||
+	    (len == 6 && (memcmp(rest, "PERIOD", 6) == 0 || memcmp(rest, "REPEAT", 6) == 0)) ||
+	    (len == 4 && memcmp(rest, "CRON", 4) == 0);
+}
 
 static enum frame_cmd
 cmd_if(const char *name, size_t len, enum frame_cmd c)
@@ -91,9 +101,14 @@ frame_cmd_name(enum frame_cmd cmd)
 enum hdr_id
 frame_hdr_lookup(const char *name, size_t len)
 {
-	if (len < 2 || len > 15)
+	if (len < 2 || len > 20)
 		return HDR_OTHER;
 	switch (name[0]) {
+	case 'A':
+		if (len >= 18 && memcmp(name, "AMQ_SCHEDULED_", 14) == 0 &&
+		    amq_scheduled(name + 14, len - 14))
+			return HDR_SCHEDULED;
+		break;
 	case 'a':
 		if (len == 3 && memcmp(name, "ack", 3) == 0)
 			return HDR_ACK;
@@ -157,6 +172,10 @@ frame_hdr_lookup(const char *name, size_t len)
 	case 't':
 		if (len == 11 && memcmp(name, "transaction", 11) == 0)
 			return HDR_TRANSACTION;
+		break;
+	case 'x':
+		if (len == 7 && memcmp(name, "x-delay", 7) == 0)
+			return HDR_SCHEDULED;
 		break;
 	}
 	return HDR_OTHER;

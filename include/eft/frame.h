@@ -49,6 +49,10 @@ enum hdr_id {
 	HDR_EXPIRES,
 	HDR_EXPIRATION,
 	HDR_SELECTOR,
+	/* Any of the schedule headers (schedule.h): AMQ_SCHEDULED_DELAY,
+	 * _PERIOD, _REPEAT, _CRON and x-delay, so that a SEND without them
+	 * pays one test; the rare one that has them looks each up by name. */
+	HDR_SCHEDULED,
 	HDR_COUNT
 };
 
