@@ -244,13 +244,13 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "temp_queues", n.temp_queues);
 	table_u64(t, "durable_subscriptions", b->durables);
 	table_u64(t, "messages_queued", n.queued);
-	table_u64(t, "messages_scheduled", b->sched.n);
 	table_u64(t, "messages_unacked", n.unacked);
 	table_u64(t, "messages_published", st->msgs_in);
 	table_u64(t, "messages_delivered", st->subs.deliveries);
 	table_u64(t, "messages_acknowledged", st->subs.acked);
 	table_u64(t, "messages_redelivered", st->subs.redelivered);
 	table_u64(t, "messages_dropped", dropped);
+	table_u64(t, "messages_scheduled", b->sched.n);
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
 	table_u64(t, "producers_paused", server_paused_count(b));
