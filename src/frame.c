@@ -46,13 +46,21 @@ static const char *const hdr_names[HDR_COUNT] = {
 	[HDR_SCHEDULED] = "AMQ_SCHEDULED_DELAY", /* and the others (frame.h) */
 };
 
-/* The schedule headers after "AMQ_SCHEDULED_" (frame.h: HDR_SCHEDULED). */
-static bool
-amq_scheduled(const char *rest, size_t len)
+/* A name longer than the common ones: the schedule headers
+ * AMQ_SCHEDULED_DELAY, _PERIOD, _REPEAT and _CRON (frame.h: HDR_SCHEDULED),
+ * out of the common lookup's way. */
+static __attribute__((noinline)) enum hdr_id
+hdr_lookup_long(const char *name, size_t len)
 {
-	return (len == 5 && memcmp(rest, "DELAY", 5) == 0) ||
+	if (len < 18 || len > 20 || memcmp(name, "AMQ_SCHEDULED_", 14) != 0)
+		return HDR_OTHER;
+	const char *rest = name + 14;
+	len -= 14;
+	if ((len == 5 && memcmp(rest, "DELAY", 5) == 0) ||
 	    (len == 6 && (memcmp(rest, "PERIOD", 6) == 0 || memcmp(rest, "REPEAT", 6) == 0)) ||
-	    (len == 4 && memcmp(rest, "CRON", 4) == 0);
+	    (len == 4 && memcmp(rest, "CRON", 4) == 0))
+		return HDR_SCHEDULED;
+	return HDR_OTHER;
 }
 
 static enum frame_cmd
@@ -101,14 +109,9 @@ frame_cmd_name(enum frame_cmd cmd)
 enum hdr_id
 frame_hdr_lookup(const char *name, size_t len)
 {
-	if (len < 2 || len > 20)
-		return HDR_OTHER;
+	if (len < 2 || len > 15)
+		return len > 15 ? hdr_lookup_long(name, len) : HDR_OTHER;
 	switch (name[0]) {
-	case 'A':
-		if (len >= 18 && memcmp(name, "AMQ_SCHEDULED_", 14) == 0 &&
-		    amq_scheduled(name + 14, len - 14))
-			return HDR_SCHEDULED;
-		break;
 	case 'a':
 		if (len == 3 && memcmp(name, "ack", 3) == 0)
 			return HDR_ACK;
