@@ -203,6 +203,15 @@ count_durable(const struct dest *d, void *arg)
 		(*(size_t *)arg)++;
 }
 
+/* A persistent scheduled message the journal kept, back to the schedule. */
+static int
+store_scheduled(void *arg, struct msg *m, const char *dest, size_t dest_len, const void *state,
+    size_t state_len)
+{
+	struct broker *b = arg;
+	return schedule_restore(&b->sched, m, dest, dest_len, state, state_len);
+}
+
 int
 broker_open_store(struct broker *b, char *err, size_t errlen)
 {
@@ -214,6 +223,8 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		.recover = cfg->recover,
 		.segment_size = cfg->journal_segment_size,
 		.max_disk = cfg->max_disk,
+		.scheduled = store_scheduled,
+		.scheduled_arg = b,
 	};
 	struct store_recovered rec;
 	b->store = store_open(&opt, &b->dests, &b->msg_pool, &b->next_msg_id, &rec, err, errlen);
@@ -235,12 +246,12 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		log_warn("journal: cut %llu bytes of a record torn by a crash off the end",
 		    (unsigned long long)js->torn_bytes);
 	log_info("journal %s: %u segment%s, %llu MB, %llu records read; %llu message%s back on %llu "
-	    "queue%s (%llu redelivered); fsync %s, max-disk %llu MB", cfg->data_dir, js->segments,
-	    js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),
+	    "queue%s (%llu redelivered), %llu scheduled; fsync %s, max-disk %llu MB", cfg->data_dir,
+	    js->segments, js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),
 	    (unsigned long long)js->records, (unsigned long long)rec.messages,
 	    rec.messages == 1 ? "" : "s", (unsigned long long)rec.queues,
-	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered, cfg->fsync,
-	    (unsigned long long)(st.disk_limit >> 20));
+	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered,
+	    (unsigned long long)rec.scheduled, cfg->fsync, (unsigned long long)(st.disk_limit >> 20));
 	return 0;
 }
 
@@ -347,12 +358,12 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 void
 broker_fini(struct broker *b)
 {
-	schedule_fini(&b->sched); /* what waits was never kept */
+	store_close(b->store); /* while the messages it keeps are alive */
+	b->store = NULL;
+	schedule_fini(&b->sched); /* the journal keeps the persistent ones */
 	session_free(b->sched_session);
 	if (b->sched_ev)
 		event_free(b->sched_ev);
-	store_close(b->store); /* while the messages it keeps are alive */
-	b->store = NULL;
 	b->backend = b->dests.backend = NULL;
 	dests_free(&b->dests);
 	if (b->store_ev)

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eft/address.h"
+#include "eft/backend.h"
 #include "eft/broker.h"
+#include "eft/le.h"
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/route.h"
@@ -190,6 +193,100 @@ rearm(struct schedule *s)
 		s->arm(s->arm_arg, due);
 }
 
+/* ---- what the backend keeps ---- */
+
+/* The state of an entry, as kept beside its message (version 1, 72 bytes,
+ * little-endian): u8 version, u8 address kind, u8 has cron, u8 cron flags
+ * (1: day-of-month '*', 2: day-of-week '*'), u32 firings left, u32
+ * repeat, u32 0, u64 due, u64 round, u64 delay, u64 period, u64 cron
+ * minutes, u32 hours, u32 days, u16 months, u8 weekdays, u8 0, u32 0. */
+#define STATE_VERSION 1
+#define STATE_LEN 72
+
+static void
+state_encode(const struct schedule_entry *e, uint8_t *p)
+{
+	const struct schedule_spec *sp = &e->spec;
+	memset(p, 0, STATE_LEN);
+	p[0] = STATE_VERSION;
+	p[1] = (uint8_t)e->kind;
+	p[2] = sp->has_cron;
+	p[3] = (uint8_t)(sp->cron.days_any | sp->cron.weekdays_any << 1);
+	le_put32(p + 4, e->left);
+	le_put32(p + 8, sp->repeat);
+	le_put64(p + 16, e->due_ms);
+	le_put64(p + 24, e->round_ms);
+	le_put64(p + 32, sp->delay_ms);
+	le_put64(p + 40, sp->period_ms);
+	le_put64(p + 48, sp->cron.minutes);
+	le_put32(p + 56, sp->cron.hours);
+	le_put32(p + 60, sp->cron.days);
+	le_put16(p + 64, sp->cron.months);
+	p[66] = sp->cron.weekdays;
+}
+
+static bool
+persistent(const struct schedule *s, const struct schedule_entry *e)
+{
+	return e->m->persistent && s->b != NULL && s->b->backend != NULL &&
+	    s->b->backend->ops->schedule != NULL;
+}
+
+/* Keep e's message and state in the backend (again): -1 if out of memory. */
+static int
+keep(struct schedule *s, const struct schedule_entry *e)
+{
+	uint8_t state[STATE_LEN];
+	state_encode(e, state);
+	const struct backend *be = s->b->backend;
+	return be->ops->schedule(be->impl, e->m, e->dest, e->dest_len, state, sizeof(state));
+}
+
+int
+schedule_restore(struct schedule *s, struct msg *m, const char *name, size_t len,
+    const void *state, size_t state_len)
+{
+	const uint8_t *p = state;
+	if (state_len != STATE_LEN || p[0] != STATE_VERSION || p[1] > ADDR_TOPIC || p[2] > 1 ||
+	    le_get32(p + 4) == 0)
+		return -1;
+	struct schedule_entry *e = malloc(sizeof(*e) + len);
+	if (e == NULL)
+		return -1;
+	*e = (struct schedule_entry){
+		.kind = (enum address_kind)p[1],
+		.left = le_get32(p + 4),
+		.due_ms = le_get64(p + 16),
+		.round_ms = le_get64(p + 24),
+		.id = m->id,
+		.m = m,
+		.size = m->size,
+		.dest_len = len,
+		.spec = {
+			.has_cron = p[2],
+			.repeat = le_get32(p + 8),
+			.delay_ms = le_get64(p + 32),
+			.period_ms = le_get64(p + 40),
+			.cron = {
+				.minutes = le_get64(p + 48),
+				.hours = le_get32(p + 56),
+				.days = le_get32(p + 60),
+				.months = le_get16(p + 64),
+				.weekdays = p[66],
+				.days_any = p[3] & 1,
+				.weekdays_any = (p[3] & 2) != 0,
+			},
+		},
+	};
+	memcpy(e->dest, name, len);
+	if (schedule_heap_push(s, e) != 0) {
+		free(e);
+		return -1;
+	}
+	rearm(s);
+	return 0;
+}
+
 bool
 schedule_has_room(const struct schedule *s, size_t n)
 {
@@ -221,7 +318,13 @@ schedule_add(struct schedule *s, const struct schedule_spec *spec, struct msg *m
 	e->size = m->size;
 	e->dest_len = len;
 	memcpy(e->dest, name, len);
-	if (e->round_ms == 0 || schedule_heap_push(s, e) != 0) {
+	if (e->round_ms == 0 || (persistent(s, e) && keep(s, e) != 0)) {
+		free(e);
+		return -1;
+	}
+	if (schedule_heap_push(s, e) != 0) {
+		if (e->m->kept != NULL)
+			s->b->backend->ops->unschedule(s->b->backend->impl, e->m);
 		free(e);
 		return -1;
 	}
@@ -229,9 +332,11 @@ schedule_add(struct schedule *s, const struct schedule_spec *spec, struct msg *m
 	return 0;
 }
 
-/* After a firing of e: its next due time, or false when it is done. */
+/* After a firing of e at now_ms: its next due time, or false when it is
+ * done.  A cron entry's next round starts after the later of this round's
+ * last delivery and now: rounds missed while eftd was down are not made up. */
 static bool
-advance(struct schedule_entry *e)
+advance(struct schedule_entry *e, uint64_t now_ms)
 {
 	if (--e->left > 0) {
 		e->due_ms = add_ms(e->due_ms, e->spec.period_ms);
@@ -239,8 +344,8 @@ advance(struct schedule_entry *e)
 	}
 	if (!e->spec.has_cron)
 		return false;
-	/* The next round: the cron entry's next time after this round's last. */
-	uint64_t next = cron_next(&e->spec.cron, e->due_ms > e->round_ms ? e->due_ms : e->round_ms);
+	uint64_t last = e->due_ms > e->round_ms ? e->due_ms : e->round_ms;
+	uint64_t next = cron_next(&e->spec.cron, last > now_ms ? last : now_ms);
 	if (next == 0)
 		return false;
 	e->round_ms = next;
@@ -275,8 +380,22 @@ schedule_fire(struct schedule *s, uint64_t now_ms)
 	s->armed_ms = 0; /* the timer went off */
 	for (int i = 0; i < FIRE_CHUNK && s->n > 0 && s->heap[0]->due_ms <= now_ms; i++) {
 		struct schedule_entry *e = s->heap[0];
-		bool again = advance(e);
+		bool again = advance(e, now_ms);
+		/* Kept: the new state (or its end) and this delivery are one
+		 * batch, so that after a crash it happened once or not at all. */
+		const struct backend *be = e->m->kept != NULL ? s->b->backend : NULL;
+		if (be != NULL) {
+			backend_batch_begin(be, 0);
+			if (!again)
+				be->ops->unschedule(be->impl, e->m);
+			else if (keep(s, e) != 0)
+				log_error("out of memory: the state of scheduled message %llu was not "
+				    "kept: after a restart it is delivered again from its last kept "
+				    "state", (unsigned long long)e->id);
+		}
 		publish(s, e, !again);
+		if (be != NULL)
+			backend_batch_end(be);
 		if (again) {
 			sift_down(s->heap, s->n, 0);
 			continue;

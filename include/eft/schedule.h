@@ -9,8 +9,12 @@
  * one cost O(log n); nothing is scanned.  Firings before the last publish
  * a copy under a new message-id; the last publishes the message itself.
  *
- * Memory only: a scheduled message is not written to the journal, so it
- * does not outlive eftd, persistent:true or not (README says so). */
+ * A persistent one (persistent:true, or persistent-default, with a
+ * data-dir) is kept by the backend while it waits (backend.h's schedule:
+ * the journal's SCHED record, with the state schedule_state_encode writes)
+ * and its state kept again at each firing, in one batch with that
+ * firing's delivery; at a start schedule_restore takes it back.  Others
+ * are in memory only. */
 #ifndef EFT_SCHEDULE_H
 #define EFT_SCHEDULE_H
 
@@ -95,6 +99,12 @@ int schedule_add(struct schedule *s, const struct schedule_spec *spec, struct ms
 /* Publish everything due at now_ms (at most a bounded number: the timer is
  * set again for the rest), and set the timer for the next. */
 void schedule_fire(struct schedule *s, uint64_t now_ms);
+/* A scheduled message the backend kept, found at a start: m (the reference
+ * is taken on 0) for (name, len), with the state it was kept with.  One
+ * whose time passed is due at once.  -1 if the state cannot be read or
+ * out of memory. */
+int schedule_restore(struct schedule *s, struct msg *m, const char *name, size_t len,
+    const void *state, size_t state_len);
 /* Can n more be added? */
 bool schedule_has_room(const struct schedule *s, size_t n);
 

@@ -234,5 +234,73 @@ class Admin(BrokerTest):
         self.assertEqual(m["eft_scheduled_deliveries_total"], 4)
 
 
+@TCP_ONLY
+class Persistence(harness.DataDirTest):
+    """persistent:true with a data-dir: what waits is in the journal."""
+
+    def start(self, config="fsync = always\n"):
+        return self.start_on_data(config)
+
+    def test_a_persistent_scheduled_message_survives_kill9(self):
+        b = self.start()
+        early = self.connect(b)
+        subscribe(early, "/queue/p")
+        p = self.connect(b)
+        send(p, "/queue/p", "kept", [("persistent", "true"), ("AMQ_SCHEDULED_DELAY", "500")],
+             rid="s1")
+        send(p, "/queue/p", "memory", [("AMQ_SCHEDULED_DELAY", "500")], rid="s2")
+        early.expect_nothing(0.1)
+        self.crash(b)   # before its time
+        t0 = time.time()
+        b = self.start()
+        c = self.connect(b)
+        subscribe(c, "/queue/p")
+        f = c.expect("MESSAGE", 5 * harness.SLOW)
+        self.assertEqual(f.body, b"kept")   # the non-persistent one was in memory only
+        c.expect_nothing(0.6)
+        # Delivered: not scheduled again at the next start.
+        c.send_frame("DISCONNECT", [("receipt", "bye")])
+        expect_receipt(c, "bye")
+        self.crash(b)
+        b = self.start()
+        c = self.connect(b)
+        subscribe(c, "/queue/p")
+        c.expect_nothing(0.6)
+        self.assertGreater(time.time() - t0, 0)
+
+    def test_a_time_that_passed_while_down_is_delivered_at_once_with_its_repeats_left(self):
+        b = self.start()
+        c = self.connect(b)
+        subscribe(c, "/queue/rep")
+        p = self.connect(b)
+        send(p, "/queue/rep", "r", [("persistent", "true"), ("AMQ_SCHEDULED_DELAY", "100"),
+                                    ("AMQ_SCHEDULED_PERIOD", "300"), ("AMQ_SCHEDULED_REPEAT", "2")],
+             rid="s")
+        first = c.expect("MESSAGE", 5 * harness.SLOW)   # the first of three
+        self.assertEqual(first.body, b"r")
+        self.crash(b)
+        time.sleep(0.4)   # the second's time passes while eftd is down
+        b = self.start()
+        c = self.connect(b)
+        t0 = time.time()
+        subscribe(c, "/queue/rep")
+        got = timed_messages(c, 2, t0)
+        c.expect_nothing(0.6)
+        ids = {first["message-id"]} | {f["message-id"] for _, _, f in got}
+        self.assertEqual(len(ids), 3, ids)
+        # the second at once, the third a period after the second's time
+        self.assertLess(got[0][1], 0.25 * harness.SLOW, got)
+
+    def test_a_clean_restart_keeps_them(self):
+        b = self.start()
+        p = self.connect(b)
+        send(p, "/topic/t", "cron", [("persistent", "true"), ("AMQ_SCHEDULED_CRON", "0 0 1 1 *")],
+             rid="s")
+        self.assertEqual(b.stop(), 0)
+        b = self.start()
+        self.assertIn("1 scheduled", b.read_log())
+        b.stop()
+
+
 if __name__ == "__main__":
     unittest.main()
