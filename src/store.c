@@ -58,6 +58,7 @@ struct store_link {
 	struct msg *prev, *next;   /* its segment's live messages */
 	struct dest *home;
 	uint32_t seg;              /* the segment of its record; 0: being moved */
+	uint32_t bytes;            /* its record's size, as counted in its segment */
 };
 
 static inline struct store_link *
@@ -247,6 +248,7 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 {
 	struct segment *sg = segment_of(s, seg);
 	link_of(m)->seg = seg;
+	link_of(m)->bytes = (uint32_t)bytes;
 	link_of(m)->prev = NULL;
 	link_of(m)->next = sg->head;
 	if (sg->head != NULL)
@@ -259,9 +261,10 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 }
 
 static void
-segment_unlink(struct store *s, struct msg *m, size_t bytes)
+segment_unlink(struct store *s, struct msg *m)
 {
 	struct store_link *l = link_of(m);
+	size_t bytes = l->bytes;
 	struct segment *sg = segment_of(s, l->seg);
 	if (l->prev != NULL)
 		link_of(l->prev)->next = l->next;
@@ -399,7 +402,7 @@ record_size(const struct msg *m)
 
 /* The MSG payload of m (named name) after `before` (the SCHED record's
  * state, or nothing), as a record of type. */
-static int
+static inline __attribute__((always_inline)) int
 append_msg_as(struct store *s, uint8_t type, const struct journal_part *before, int nbefore,
     const char *name, size_t name_len, const struct msg *m)
 {
@@ -485,7 +488,7 @@ store_consumed(struct store *s, struct msg *m)
 	if (append_id(s, REC_CONSUMED, m->id) != 0)
 		log_error("out of memory: message %llu not marked consumed in the journal (it "
 		    "would come back after a restart)", (unsigned long long)m->id);
-	segment_unlink(s, m, record_size(m));
+	segment_unlink(s, m);
 	link_free(m);
 }
 
@@ -524,7 +527,7 @@ store_schedule(struct store *s, struct msg *m, const char *dest, size_t dest_len
 	/* Written again: the newest record counts, the old one is dead. */
 	if (old != NULL) {
 		m->kept = old;
-		segment_unlink(s, m, record_size(m));
+		segment_unlink(s, m);
 		link_free(m);
 		m->kept = sl;
 	}
@@ -538,7 +541,7 @@ store_unschedule(struct store *s, struct msg *m)
 	if (append_id(s, REC_UNSCHED, m->id) != 0)
 		log_error("out of memory: scheduled message %llu not marked done in the journal (it "
 		    "would be scheduled again after a restart)", (unsigned long long)m->id);
-	segment_unlink(s, m, record_size(m));
+	segment_unlink(s, m);
 	link_free(m);
 }
 
@@ -669,11 +672,11 @@ compact_step(struct store *s)
 	size_t budget = COMPACT_BUDGET;
 	while (old->head != NULL && budget > 0) {
 		struct msg *m = old->head;
-		size_t bytes = record_size(m);
+		size_t bytes = link_of(m)->bytes;
 		if ((link_of(m)->home != NULL ? append_msg(s, link_of(m)->home, m) :
 		    append_sched(s, m)) != 0)
 			return;
-		segment_unlink(s, m, bytes);
+		segment_unlink(s, m);
 		segment_link(s, m, cur, bytes);
 		budget = bytes < budget ? budget - bytes : 0;
 	}
@@ -1335,7 +1338,7 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 				    (unsigned long long)m->id, (int)sl->name_len,
 				    (const char *)sl->data + sl->state_len);
 				rec->scheduled--;
-				segment_unlink(s, m, record_size(m));
+				segment_unlink(s, m);
 				link_free(m);
 				msg_unref(m);
 			}
