@@ -411,8 +411,8 @@ schedule_fire(struct schedule *s, uint64_t now_ms)
 size_t
 schedule_soonest(const struct schedule *s, const struct schedule_entry **out, size_t max)
 {
-	/* The max smallest of a heap: a second heap of candidates, the
-	 * children of each one taken (at most max + 1 of them). */
+	/* The max smallest of a heap: a list of candidates, starting with the
+	 * root; each one taken adds its children (at most max + 1 wait). */
 	if (max == 0 || s->n == 0)
 		return 0;
 	size_t *cand = malloc((max + 2) * sizeof(*cand)), nc = 0, k = 0;
