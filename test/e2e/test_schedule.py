@@ -16,6 +16,7 @@ import time
 import unittest
 
 import harness
+import test_cluster
 from harness import BrokerTest, expect_receipt, subscribe
 from test_admin import get_json, scrape
 
@@ -300,6 +301,25 @@ class Persistence(harness.DataDirTest):
         b = self.start()
         self.assertIn("1 scheduled", b.read_log())
         b.stop()
+
+
+@TCP_ONLY
+class Cluster(test_cluster.ClusterBase):
+    """Cluster mode does not schedule: an ERROR says so."""
+
+    def test_refused_in_cluster_mode(self):
+        a = self.node("a")
+        keep = self.client(a)
+        subscribe(keep, "/queue/c")
+        c = self.client(a)
+        c.send_frame("SEND", [("destination", "/queue/c"), ("x-delay", "100"), ("receipt", "r")],
+                     b"x")
+        err = c.expect_error_and_close()
+        self.assertEqual(err["message"], "scheduled delivery is not supported in cluster mode")
+        p = self.client(a)
+        send(p, "/queue/c", "plain", rid="p")
+        self.assertEqual(keep.expect("MESSAGE", 10).body, b"plain")
+        keep.expect_nothing(0.3)
 
 
 if __name__ == "__main__":
