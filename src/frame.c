@@ -1,6 +1,7 @@
 /* frame.c - command and header names, and the escaping rules of STOMP 1.1
  * (\n \c \\) and 1.2 (also \r).  STOMP 1.0 has no escaping at all. */
 #include <string.h>
+#include <strings.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -319,4 +320,15 @@ frame_header_is(const struct frame *f, const char *name, const char *value)
 {
 	const struct header *h = frame_find(f, name);
 	return h != NULL && h->value_len == strlen(value) && memcmp(h->value, value, h->value_len) == 0;
+}
+
+bool
+frame_header_is_nocase(const struct frame *f, const char *name, const char *value)
+{
+	const struct header *h = frame_find(f, name);
+	/* Exact first: the usual lower case costs what frame_header_is does
+	 * (persistent:true is read on every SEND with a data-dir). */
+	return h != NULL && h->value_len == strlen(value) &&
+	    (memcmp(h->value, value, h->value_len) == 0 ||
+	    strncasecmp(h->value, value, h->value_len) == 0);
 }

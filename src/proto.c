@@ -672,7 +672,7 @@ handle_send(struct conn *c, struct frame *f)
 	const struct backend *be = c->broker->backend;
 	if (__builtin_expect(be != NULL, 0) && be->ops->keep != NULL) {
 		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
-		    (kind <= ADDR_TOPIC && frame_header_is(f, "persistent", "true"));
+		    (kind <= ADDR_TOPIC && frame_header_is_nocase(f, "persistent", "true"));
 		if (m->persistent && backend_pressure(be) == BACKEND_FAILING) {
 			msg_unref(m);
 			return fail_unstored(c, f);
@@ -1172,9 +1172,10 @@ settle(struct conn *c, struct frame *f, bool nack)
 		log_debug("%s: %s for a message not pending", c->peer, frame_cmd_name(f->cmd));
 		return RESULT_OK;
 	}
-	/* NACK requeue:false (RabbitMQ) rejects: the message dies. */
+	/* NACK requeue:false (RabbitMQ; in any case, as it takes stomp.py's
+	 * "False") rejects: the message dies. */
 	enum settle how = !nack ? SETTLE_ACK :
-	    frame_header_is(f, "requeue", "false") ? SETTLE_REJECT : SETTLE_NACK;
+	    frame_header_is_nocase(f, "requeue", "false") ? SETTLE_REJECT : SETTLE_NACK;
 	if (t != NULL)
 		return tx_add_settle(t, &k, how) == 0 ? RESULT_OK : fail_oom(c, f);
 	sub_settle(&c->session->ep, &k, how);

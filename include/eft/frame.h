@@ -96,6 +96,9 @@ frame_get(const struct frame *f, enum hdr_id id)
 const struct header *frame_find(const struct frame *f, const char *name);
 /* Is the first header named name exactly value? */
 bool frame_header_is(const struct frame *f, const char *name, const char *value);
+/* ... value in any case?  For true/false headers: Python clients send "True"
+ * and "False" (str() of a bool), and RabbitMQ takes them. */
+bool frame_header_is_nocase(const struct frame *f, const char *name, const char *value);
 
 /* A header value that must be a plain decimal number (content-length,
  * message-id, prefetch-count...): digits only, at most 19 of them. */

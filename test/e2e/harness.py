@@ -722,6 +722,16 @@ def subscribe(c, dest, sid="0", ack=None, headers=()):
     expect_receipt(c, "sub-" + sid)
 
 
+def send(c, dest, body="", headers=(), receipt=None):
+    """SEND; with a receipt, wait for its RECEIPT (the message was routed)."""
+    h = [("destination", dest)] + list(headers)
+    if receipt is not None:
+        h.append(("receipt", receipt))
+    c.send_frame("SEND", h, body)
+    if receipt is not None:
+        expect_receipt(c, receipt)
+
+
 def send_receipted(c, sends, rid="sent"):
     """SENDs of (destination, body, headers) in one write, the last asking
     for a RECEIPT, and wait for it: all of them were routed by then."""

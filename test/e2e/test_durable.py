@@ -30,24 +30,16 @@ import unittest
 
 import clientscript
 import harness
-from harness import (Broker, DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
+from harness import (send, Broker, DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
                      wait_for)
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
                            "the journal does not depend on the transport: runs in the tcp pass")
 
 
-def send(c, dest, body, rid=None, headers=()):
-    h = [("destination", dest)] + list(headers)
-    if rid is not None:
-        h.append(("receipt", rid))
-    c.send_frame("SEND", h, body)
-    if rid is not None:
-        expect_receipt(c, rid)
-
 
 def psend(c, dest, body, rid):
-    send(c, dest, body, rid, [("persistent", "true")])
+    send(c, dest, body, [("persistent", "true")], rid)
 
 
 class DurableBase(DataDirTest):
@@ -107,6 +99,20 @@ class RestartTest(DurableBase):
         self.assertTrue(all(f.get("redelivered") is None for f in got))
         self.assertTrue(all(f.get("persistent") == "true" for f in got))
 
+
+    @TCP_ONLY
+    def test_persistent_true_in_any_case_survives_a_restart(self):
+        """stomp.py sends persistent=True as "True" (str() of a bool), and
+        RabbitMQ takes it: so does eftd; "False" stays in memory."""
+        b = self.start()
+        c = self.client(b)
+        for i, value in enumerate(("True", "TRUE", "true", "False")):
+            send(c, "/queue/case", value, "r%d" % i, [("persistent", value)])
+        self.stop(b)
+        self.assertIn("(of 4 queued on 1 destination; the other 3, persistent, stay in the "
+                      "journal)", b.read_log())
+        b = self.start()
+        self.assertEqual(self.bodies(self.drain(b, "/queue/case")), ["True", "TRUE", "true"])
 
 @TCP_ONLY
 class CrashTest(DurableBase):
@@ -187,13 +193,13 @@ class CrashTest(DurableBase):
         c = self.client(b)
         t = self.client(b)
         subscribe(t, "/topic/t")
-        send(c, "/queue/q", "plain", "r1")
+        send(c, "/queue/q", "plain", receipt="r1")
         psend(c, "/queue/q", "kept", "r2")
-        send(c, "/queue/q", "false", "r3", [("persistent", "false")])
+        send(c, "/queue/q", "false", [("persistent", "false")], "r3")
         psend(c, "/topic/t", "topic", "r4")
         t.expect("MESSAGE")
         # a temp-queue lives as its owner does
-        send(c, "/temp-queue/mine", "temp", "r5", [("persistent", "true")])
+        send(c, "/temp-queue/mine", "temp", [("persistent", "true")], "r5")
         self.crash(b)
         b = self.start()
         self.assertEqual(self.bodies(self.drain(b, "/queue/q")), ["kept"])
@@ -203,8 +209,8 @@ class CrashTest(DurableBase):
         self.config = "persistent-default = yes\n"
         b = self.start()
         c = self.client(b)
-        send(c, "/queue/all", "one", "r1")
-        send(c, "/queue/all", "two", "r2")
+        send(c, "/queue/all", "one", receipt="r1")
+        send(c, "/queue/all", "two", receipt="r2")
         self.crash(b)
         b = self.start()
         self.assertEqual(self.bodies(self.drain(b, "/queue/all")), ["one", "two"])
@@ -214,15 +220,15 @@ class CrashTest(DurableBase):
         c = self.client(b)
         c.send_frame("BEGIN", [("transaction", "t1")])
         for i in range(3):
-            send(c, "/queue/tx", "t1-%d" % i, None, [("persistent", "true"), ("transaction", "t1")])
+            send(c, "/queue/tx", "t1-%d" % i, [("persistent", "true"), ("transaction", "t1")])
         c.send_frame("COMMIT", [("transaction", "t1"), ("receipt", "c1")])
         expect_receipt(c, "c1")
         c.send_frame("BEGIN", [("transaction", "t2")])
-        send(c, "/queue/tx", "aborted", None, [("persistent", "true"), ("transaction", "t2")])
+        send(c, "/queue/tx", "aborted", [("persistent", "true"), ("transaction", "t2")])
         c.send_frame("ABORT", [("transaction", "t2"), ("receipt", "a2")])
         expect_receipt(c, "a2")
         c.send_frame("BEGIN", [("transaction", "t3")])
-        send(c, "/queue/tx", "open", None, [("persistent", "true"), ("transaction", "t3")])
+        send(c, "/queue/tx", "open", [("persistent", "true"), ("transaction", "t3")])
         # acknowledgements in a transaction: t4 commits an ACK, t5 stays open
         psend(c, "/queue/txack", "acked", "p1")
         psend(c, "/queue/txack", "pending", "p2")
@@ -251,7 +257,7 @@ class CrashTest(DurableBase):
             t = self.client(b)
             subscribe(t, "/topic/ids")
             for i in range(5):
-                send(c, "/topic/ids", "x", "r%d" % i)
+                send(c, "/topic/ids", "x", receipt="r%d" % i)
             psend(c, "/queue/ids", "kept", "p")
             for f in t.read_frames(5):
                 self.assertNotIn(f["message-id"], ids)
@@ -306,7 +312,7 @@ class DurableSubscriptionTest(DurableBase):
     def publish(self, b, bodies, persistent=True):
         p = self.client(b)
         for i, body in enumerate(bodies):
-            send(p, "/topic/news", body, "p%d" % i, [("persistent", "true")] if persistent else [])
+            send(p, "/topic/news", body, [("persistent", "true")] if persistent else [], "p%d" % i)
         p.close()
 
     def read(self, c, n):
@@ -634,8 +640,8 @@ class DiskTest(DurableBase):
         stuck = s.expect("MESSAGE")
         body = "y" * 1000
         for i in range(3000):
-            send(p, "/queue/flow", body, "r%d" % i if i % 100 == 99 else None,
-                 [("persistent", "true")])
+            send(p, "/queue/flow", body, [("persistent", "true")],
+                 "r%d" % i if i % 100 == 99 else None)
             if i % 100 == 99:
                 got = c.read_frames(100)
                 for k, f in enumerate(got):

@@ -15,7 +15,7 @@ import time
 import unittest
 
 import harness
-from harness import Broker, BrokerTest, SLOW, expect_receipt, free_port, subscribe, wait_for
+from harness import send, Broker, BrokerTest, SLOW, expect_receipt, free_port, subscribe, wait_for
 
 EFTCTL = os.path.join(harness.ROOT, harness.BUILD, "eftctl")
 EFT_PASSWD = os.path.join(harness.ROOT, harness.BUILD, "eft-passwd")
@@ -56,10 +56,6 @@ def table(out):
     return cells(lines[0]), [cells(l) for l in lines[1:]]
 
 
-def send(c, dest, body, rid):
-    c.send_frame("SEND", [("destination", dest), ("receipt", rid)], body)
-    expect_receipt(c, rid)
-
 
 class EftctlTest(BrokerTest):
     """A STOMP listener of the run's transport and an http:// one; in every
@@ -85,7 +81,7 @@ class EftctlTest(BrokerTest):
                   headers=[("prefetch-count", "1")])
         for dest, n in self.BODIES.items():
             for i in range(n):
-                send(self.producer, dest, "%s message %d" % (dest, i), "%s-%d" % (dest, i))
+                send(self.producer, dest, "%s message %d" % (dest, i), receipt="%s-%d" % (dest, i))
         got = {}
         for f in self.consumer.read_frames(2):
             self.assertEqual(f.command, "MESSAGE")
@@ -263,12 +259,12 @@ class EftctlTest(BrokerTest):
         self.assertEqual(self.ctl_json("overview")["messages_queued"], 0)
 
     def test_purge_one_message_says_message(self):
-        send(self.producer, "/queue/one", "x", "one")
+        send(self.producer, "/queue/one", "x", receipt="one")
         self.assertEqual(self.ctl("purge", "/queue/one"), "purged 1 message from /queue/one\n")
 
     def test_purge_percent_encodes_the_name(self):
         odd = "/queue/odd name?x=1&y=%2F#z/ü"
-        send(self.producer, odd, "x", "odd")
+        send(self.producer, odd, "x", receipt="odd")
         self.assertIn(odd, [q["name"] for q in self.ctl_json("queues")])
         self.assertEqual(self.ctl("purge", odd), "purged 1 message from %s\n" % odd)
 
@@ -283,7 +279,7 @@ class EftctlTest(BrokerTest):
     def test_delete(self):
         self.assertEqual(self.ctl("delete", "/queue/a"), "deleted /queue/a (3 messages)\n")
         self.assertEqual([q["name"] for q in self.ctl_json("queues")], ["/queue/b"])
-        send(self.producer, "/queue/c", "x", "c")
+        send(self.producer, "/queue/c", "x", receipt="c")
         self.assertEqual(self.ctl_json("delete", "c"), {"queue": "/queue/c", "deleted": 1})
         self.assertEqual([q["name"] for q in self.ctl_json("queues")], ["/queue/b"])
         o = self.ctl_json("overview")

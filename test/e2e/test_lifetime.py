@@ -42,7 +42,7 @@ import unittest
 import harness
 from clientscript import (CLIENTS, HAVE_RUBY_STOMP, HAVE_STOMP_PY, PYTHON, RUBY,
                           ScriptTest)
-from harness import (DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
+from harness import (send, DataDirTest, RawClient, SLOW, expect_receipt, subscribe,
                      wait_for)
 from test_admin import get_json, scrape
 
@@ -61,15 +61,6 @@ CLOCK_SLACK_MS = 50
 def now_ms():
     return int(time.time() * 1000)
 
-
-def send(c, dest, body, headers=(), rid=None):
-    """SEND (with a RECEIPT awaited when rid is given)."""
-    h = [("destination", dest)] + list(headers)
-    if rid is not None:
-        h.append(("receipt", rid))
-    c.send_frame("SEND", h, body)
-    if rid is not None:
-        expect_receipt(c, rid)
 
 
 def bodies(frames):
@@ -223,7 +214,7 @@ class ExpiryTest(Lifetime):
         send(p, "/queue/w", "first")
         send(p, "/queue/w", "short", [("expiration", "200")])
         send(p, "/queue/w", "short-abs", [("expires", str(now_ms() + 200))])
-        send(p, "/queue/w", "third", rid="sent")
+        send(p, "/queue/w", "third", receipt="sent")
         first = c.expect("MESSAGE")
         self.assertEqual(first.body, b"first")
         time.sleep(0.35)
@@ -243,7 +234,7 @@ class ExpiryTest(Lifetime):
         b = self.client("1.1")
         subscribe(b, "/queue/l", ack="client")
         send(p, "/queue/n", "nacked late", [("expiration", "200")])
-        send(p, "/queue/l", "left late", [("expires", str(now_ms() + 200))], rid="sent")
+        send(p, "/queue/l", "left late", [("expires", str(now_ms() + 200))], receipt="sent")
         ma = a.expect("MESSAGE")
         self.assertEqual(b.expect("MESSAGE").body, b"left late")
         time.sleep(0.35)
@@ -263,7 +254,7 @@ class ExpiryTest(Lifetime):
         t0 = now_ms()
         for i in range(49):
             send(p, "/queue/idle", "x%d" % i, [("expiration", str(ttl))])
-        send(p, "/queue/idle", "x49", [("expires", str(t0 + ttl))], rid="sent")
+        send(p, "/queue/idle", "x49", [("expires", str(t0 + ttl))], receipt="sent")
         m = self.metrics()
         self.assertLess(now_ms(), t0 + ttl - CLOCK_SLACK_MS,
                         "too slow to see the queue before expiry")
@@ -287,7 +278,7 @@ class ExpiryTest(Lifetime):
         p = self.client()
         send(p, "/topic/t", "rel0", [("expiration", "0")])  # RabbitMQ's TTL 0: delivered now
         send(p, "/topic/t", "abs-past", [("expires", str(now_ms() - 10))])
-        send(p, "/topic/t", "fresh", [("expiration", "60000"), ("expires", "0")], rid="sent")
+        send(p, "/topic/t", "fresh", [("expiration", "60000"), ("expires", "0")], receipt="sent")
         self.assertEqual(bodies([s.expect("MESSAGE"), s.expect("MESSAGE")]), ["rel0", "fresh"])
         s.expect_nothing(0.2)
         self.assert_counts({"expired": 1})
@@ -304,7 +295,7 @@ class ExpiryTest(Lifetime):
         send(p, "/queue/now", "taken", [("expiration", "0")])
         send(p, "/queue/nobody", "lost", [("expiration", "0")])
         send(p, "/queue/full", "first")
-        send(p, "/queue/full", "no room", [("expiration", "0")], rid="sent")
+        send(p, "/queue/full", "no room", [("expiration", "0")], receipt="sent")
         self.assertEqual(ready.expect("MESSAGE").body, b"taken")
         first = full.expect("MESSAGE")
         self.assertEqual(first.body, b"first")
@@ -367,7 +358,7 @@ class DeadLetterTest(Lifetime):
         t0 = now_ms()
         send(p, "/queue/orders", "late order", [
             ("expires", str(t0 + 200)), ("expiration", "600000"), ("x-color", "red"),
-            ("x-colon", "a\\cb"), ("content-type", "text/plain"), ("priority", "7")], rid="sent")
+            ("x-colon", "a\\cb"), ("content-type", "text/plain"), ("priority", "7")], receipt="sent")
         self.wait_counts(dead={"expired": 1})
         t1 = now_ms()
         self.assertEqual(self.queues(), {"/queue/dlq": 1})
@@ -386,7 +377,7 @@ class DeadLetterTest(Lifetime):
             "priority", "content-length"]))
         # The same over STOMP 1.0 (another one, since the first was consumed).
         send(p, "/queue/orders", "again", [("expiration", "100"), ("x-colon", "a\\cb")],
-             rid="sent2")
+             receipt="sent2")
         self.wait_counts(dead={"expired": 2})
         f10 = self.drain("/queue/dlq", "1.0")
         self.assertEqual(bodies(f10), ["again"])
@@ -417,7 +408,7 @@ class DeadLetterTest(Lifetime):
         subscribe(c12, "/queue/work", "w12", ack="client-individual")
         p = self.client()
         send(p, "/queue/work", "poison-12", [("x-order", "1"), ("expiration", "600000")],
-             rid="s1")
+             receipt="s1")
         m12 = c12.expect("MESSAGE")
         t0 = now_ms()
         c12.send_frame("NACK", [("id", m12["ack"]), ("requeue", "false")])
@@ -425,7 +416,7 @@ class DeadLetterTest(Lifetime):
         t1 = now_ms()
         c12.send_frame("UNSUBSCRIBE", [("id", "w12")])
         subscribe(c11, "/queue/work", "w11", ack="client")
-        send(p, "/queue/work", "poison-11", [("x-order", "2")], rid="s2")
+        send(p, "/queue/work", "poison-11", [("x-order", "2")], receipt="s2")
         m11 = c11.expect("MESSAGE")
         t2 = now_ms()
         c11.send_frame("NACK", [("message-id", m11["message-id"]), ("subscription", "w11"),
@@ -449,7 +440,7 @@ class DeadLetterTest(Lifetime):
         for f in dl:
             d.send_frame("NACK", [("id", f["ack"]), ("requeue", "false")])
         # ... and a queue is never its own dead-letter queue.
-        send(p, "/queue/dlq", "sent to the dlq itself", rid="s3")
+        send(p, "/queue/dlq", "sent to the dlq itself", receipt="s3")
         own = d.expect("MESSAGE")
         self.assertEqual(own.body, b"sent to the dlq itself")
         d.send_frame("NACK", [("id", own["ack"]), ("requeue", "false")])
@@ -481,7 +472,7 @@ class DeadLetterTest(Lifetime):
         p = self.client()
         c = self.client()
         subscribe(c, "/queue/redeliver.nack", ack="client-individual")
-        send(p, "/queue/redeliver.nack", "nacked", [("x-n", "1")], rid="s1")
+        send(p, "/queue/redeliver.nack", "nacked", [("x-n", "1")], receipt="s1")
         t0 = now_ms()
         for i in range(3):  # delivered, then given back twice: the third NACK kills it
             f = c.expect("MESSAGE")
@@ -492,7 +483,7 @@ class DeadLetterTest(Lifetime):
         t1 = now_ms()
         # Three consumers that leave without acknowledging: DISCONNECT, a
         # dropped socket, UNSUBSCRIBE.
-        send(p, "/queue/redeliver.leave", "left", rid="s2")
+        send(p, "/queue/redeliver.leave", "left", receipt="s2")
         t2 = now_ms()
         for how in ("disconnect", "drop", "unsubscribe"):
             k = self.client("1.1" if how == "drop" else "1.2")
@@ -518,7 +509,7 @@ class DeadLetterTest(Lifetime):
         self.assert_dead_letter(dl[1], "max-redeliveries", "/queue/redeliver.leave", t2, t3,
                                 "/queue/dlq")
         # Without the policy (max-redeliveries 0): no limit.
-        send(p, "/queue/plain", "forever", rid="s3")
+        send(p, "/queue/plain", "forever", receipt="s3")
         subscribe(c, "/queue/plain", "pl", ack="client-individual")
         for i in range(6):
             f = c.expect("MESSAGE")
@@ -560,7 +551,7 @@ class DeadLetterTest(Lifetime):
         p = self.client()
         send(p, "/topic/news", "dead on arrival", [("expiration", "0")])
         send(p, "/topic/news", "short", [("expiration", "100")])
-        send(p, "/topic/news", "kept", rid="sent")
+        send(p, "/topic/news", "kept", receipt="sent")
         self.wait_counts(dead={"expired": 2})   # 'short' too, by the timer (every 100 ms)
         dl = self.drain("/queue/dlq")
         self.assertEqual([(f.body, f["x-death-reason"]) for f in dl],
@@ -572,7 +563,7 @@ class DeadLetterTest(Lifetime):
         send(p, "/queue/small", "1", [("priority", "9")])
         for i in range(2, 6):
             send(p, "/queue/small", str(i), [("x-i", str(i))])
-        send(p, "/queue/other", "x", rid="sent")
+        send(p, "/queue/other", "x", receipt="sent")
         self.assertEqual(self.queues(), {"/queue/small": 3, "/queue/dlq": 2, "/queue/other": 1})
         self.assert_counts(dead={"overflow": 2})
         self.assertEqual(bodies(self.drain("/queue/small")), ["1", "4", "5"])
@@ -704,7 +695,7 @@ class PriorityTest(Lifetime):
         f = c.expect("MESSAGE")
         self.assertEqual(f.body, b"a2")
         # A newer priority-9 message arrives; then the consumer leaves with a2.
-        send(p, "/queue/pr", "a3", [("priority", "9")], rid="a3")
+        send(p, "/queue/pr", "a3", [("priority", "9")], receipt="a3")
         c.close()
         got = self.drain("/queue/pr")
         self.assertEqual(bodies(got), ["a2", "a3", "b1", "c1"])
@@ -792,7 +783,7 @@ class SelectorTest(Lifetime):
                   headers=[("selector", "JMSDeliveryMode = 'NON_PERSISTENT'")])
         p = self.client()
         send(p, "/topic/dm", "persistent", [("persistent", "true")])
-        send(p, "/topic/dm", "plain", rid="sent")
+        send(p, "/topic/dm", "plain", receipt="sent")
         got = sorted((f["subscription"], f.body.decode())
                      for f in s.drain(5 * SLOW, idle=0.3 * SLOW)[0])
         self.assertEqual(got, [("n", "plain"), ("p", "persistent")])
@@ -919,7 +910,7 @@ class PolicyTest(Lifetime):
     def nack_until_dead(self, c, queue, limit):
         """Deliveries of one message NACKed until it dies (at most limit+1)."""
         p = self.client()
-        send(p, queue, "to " + queue, rid="s")
+        send(p, queue, "to " + queue, receipt="s")
         p.close()
         subscribe(c, queue, queue, ack="client-individual")
         n = 0
@@ -959,7 +950,7 @@ class PolicyTest(Lifetime):
         send(p, "/queue/ttl.a.b", "ttl")                  # > matches two segments
         send(p, "/queue/ttl.c", "own sooner", [("expiration", "100")])
         send(p, "/queue/ttl.c", "own later", [("expires", str(t0 + 60000))])
-        send(p, "/queue/ttlx", "no ttl", rid="sent")      # not ttl.>
+        send(p, "/queue/ttlx", "no ttl", receipt="sent")      # not ttl.>
         self.wait_counts(dead={"expired": 3})
         self.assertEqual(bodies(self.drain("/queue/ttlx")), ["no ttl"])
         dl = self.drain("/queue/dlq")
@@ -974,7 +965,7 @@ class PolicyTest(Lifetime):
         dead-letter queue exactly with a message-ttl still gives it one."""
         p = self.client()
         send(p, "/queue/shop.a", "order")
-        send(p, "/queue/cart.a", "cart", [("expiration", "100")], rid="sent")
+        send(p, "/queue/cart.a", "cart", [("expiration", "100")], receipt="sent")
         self.wait_counts(dead={"expired": 2})          # order after 300 ms, cart after 100
         self.wait_counts({"expired": 1}, {"expired": 2})  # cart's dead letter, 300 ms later
         time.sleep(0.5 * SLOW)                            # order's would have gone by now

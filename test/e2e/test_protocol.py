@@ -6,17 +6,9 @@ carries."""
 import socket
 import unittest
 
-from harness import BrokerTest, frame, SLOW
+from harness import send, BrokerTest, frame, SLOW
 from harness import eftd_has_read, expect_receipt, subscribe, wait_for
 
-
-def send(c, dest, body="", headers=(), receipt=None):
-    h = [("destination", dest)] + list(headers)
-    if receipt:
-        h.append(("receipt", receipt))
-    c.send_frame("SEND", h, body)
-    if receipt:
-        expect_receipt(c, receipt)
 
 
 def header_values(f, name):

@@ -12,17 +12,9 @@ import tempfile
 import unittest
 
 import harness
-from harness import (BrokerTest, DataDirTest, RawClient, expect_messages, expect_receipt, frame,
+from harness import (send, BrokerTest, DataDirTest, RawClient, expect_messages, expect_receipt, frame,
                      send_receipted, subscribe)
 
-
-def send(c, dest, body, receipt=None, headers=()):
-    h = [("destination", dest)] + list(headers)
-    if receipt:
-        h.append(("receipt", receipt))
-    c.send_frame("SEND", h, body)
-    if receipt:
-        expect_receipt(c, receipt)
 
 
 def send_all(c, dests, headers=()):

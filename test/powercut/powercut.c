@@ -418,6 +418,17 @@ write_offset(int fd)
 	return lseek(fd, 0, SEEK_CUR);
 }
 
+/* After a write of w bytes at `at` on data file f (lock held): mark the
+ * range unsynced if anything was written, and let go of the lock. */
+static ssize_t
+wrote(struct file *f, int64_t at, ssize_t w)
+{
+	if (w > 0)
+		touch(f, at);
+	pthread_mutex_unlock(&lock);
+	return w;
+}
+
 ssize_t
 write(int fd, const void *buf, size_t n)
 {
@@ -425,11 +436,7 @@ write(int fd, const void *buf, size_t n)
 	if (f == NULL)
 		return REAL(write)(fd, buf, n);
 	int64_t at = write_offset(fd);
-	ssize_t w = REAL(write)(fd, buf, n);
-	if (w > 0)
-		touch(f, at);
-	pthread_mutex_unlock(&lock);
-	return w;
+	return wrote(f, at, REAL(write)(fd, buf, n));
 }
 
 ssize_t
@@ -438,11 +445,7 @@ pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct file *f = data_file(fd);
 	if (f == NULL)
 		return REAL(pwrite)(fd, buf, n, off);
-	ssize_t w = REAL(pwrite)(fd, buf, n, off);
-	if (w > 0)
-		touch(f, off);
-	pthread_mutex_unlock(&lock);
-	return w;
+	return wrote(f, off, REAL(pwrite)(fd, buf, n, off));
 }
 
 ssize_t
@@ -458,11 +461,7 @@ writev(int fd, const struct iovec *iov, int cnt)
 	if (f == NULL)
 		return REAL(writev)(fd, iov, cnt);
 	int64_t at = write_offset(fd);
-	ssize_t w = REAL(writev)(fd, iov, cnt);
-	if (w > 0)
-		touch(f, at);
-	pthread_mutex_unlock(&lock);
-	return w;
+	return wrote(f, at, REAL(writev)(fd, iov, cnt));
 }
 
 ssize_t
@@ -471,11 +470,7 @@ pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 	struct file *f = data_file(fd);
 	if (f == NULL)
 		return REAL(pwritev)(fd, iov, cnt, off);
-	ssize_t w = REAL(pwritev)(fd, iov, cnt, off);
-	if (w > 0)
-		touch(f, off);
-	pthread_mutex_unlock(&lock);
-	return w;
+	return wrote(f, off, REAL(pwritev)(fd, iov, cnt, off));
 }
 
 ssize_t

@@ -500,6 +500,38 @@ test_reject_goes_to_dlq_and_never_loops(void **state)
 	check_all(fx);
 }
 
+/* requeue:False is stomp.py's str(False), and RabbitMQ takes it as false:
+ * any case rejects; True (any other value) gives the message back. */
+static void
+test_reject_requeue_false_in_any_case(void **state)
+{
+	struct fixture *fx = *state;
+	set(fx, "dead-letter-queue", "/queue/dlq");
+	start(fx);
+	struct conn *p = client(fx), *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:0\ndestination:/queue/work\nack:client-individual\n\n");
+	const char *values[] = { "False", "FALSE", "True" };
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		send_with(p, "/queue/work", "", values[i]);
+		char *out = output(c), *id = header_of(out, "ack");
+		assert_int_equal(count(out, "MESSAGE\n"), 1);
+		char frame[160];
+		snprintf(frame, sizeof(frame), "NACK\nid:%s\nrequeue:%s\n\n", id, values[i]);
+		feed(c, frame);
+		free(out);
+		free(id);
+	}
+	/* Only True's message comes back; the two others died, rejected. */
+	char *out = output(c), *got = bodies(out);
+	assert_string_equal(got, "True");
+	assert_int_equal(count(out, "redelivered:true\n"), 1);
+	free(got);
+	free(out);
+	assert_int_equal(fx->b->stats.dead_lettered[DEATH_REJECTED], 2);
+	assert_int_equal(dest_depth(find(fx, "/queue/dlq")), 2);
+	check_all(fx);
+}
+
 static void
 test_max_redeliveries(void **state)
 {
@@ -731,6 +763,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_dead_letters_do_not_expire_with_the_ttl_they_collect_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reject_goes_to_dlq_and_never_loops, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_reject_requeue_false_in_any_case, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_max_redeliveries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drop_head_overflow, setup, teardown),

@@ -30,51 +30,7 @@
 #include "eft/parser.h"
 #include "eft/transport_mem.h"
 
-/* ---- failing allocations ---- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-
-static long allocs_left = -1; /* -1: no limit; 0: every allocation fails */
-static long failed;
-
-static int
-alloc_fails(void)
-{
-	if (allocs_left == 0) {
-		failed++;
-		return 1;
-	}
-	if (allocs_left > 0)
-		allocs_left--;
-	return 0;
-}
-
-void *
-__wrap_malloc(size_t n)
-{
-	return alloc_fails() ? NULL : __real_malloc(n);
-}
-
-void *
-__wrap_calloc(size_t n, size_t size)
-{
-	return alloc_fails() ? NULL : __real_calloc(n, size);
-}
-
-void *
-__wrap_realloc(void *p, size_t n)
-{
-	return alloc_fails() ? NULL : __real_realloc(p, n);
-}
-
-static void
-fail_after(long n)
-{
-	allocs_left = n;
-	failed = 0;
-}
+#include "failalloc.h"
 
 /* ---- a broker and its connections ---- */
 

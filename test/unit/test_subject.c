@@ -3,7 +3,7 @@
  * its own, and one set holding every pattern), parse errors with their
  * positions, fixed prefixes, and a set's add, remove, dedupe, cache and
  * pruning.  The last tests make allocations fail in turn (malloc, calloc
- * and realloc are wrapped: see the Makefile) and check that nothing changed
+ * and realloc are wrapped: failalloc.h) and check that nothing changed
  * and nothing leaked. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,64 +18,7 @@
 
 #include "eft/subject.h"
 
-/* ---- failing allocations ---- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-
-static long allocs_left = -1; /* -1: no limit; 0: every allocation fails */
-static bool fail_once;        /* ... only the next one */
-static long failed;
-
-static int
-alloc_fails(void)
-{
-	if (allocs_left == 0) {
-		failed++;
-		if (fail_once)
-			allocs_left = -1;
-		return 1;
-	}
-	if (allocs_left > 0)
-		allocs_left--;
-	return 0;
-}
-
-void *
-__wrap_malloc(size_t n)
-{
-	return alloc_fails() ? NULL : __real_malloc(n);
-}
-
-void *
-__wrap_calloc(size_t n, size_t size)
-{
-	return alloc_fails() ? NULL : __real_calloc(n, size);
-}
-
-void *
-__wrap_realloc(void *p, size_t n)
-{
-	return alloc_fails() ? NULL : __real_realloc(p, n);
-}
-
-/* Allocations after the first n fail. */
-static void
-fail_after(long n)
-{
-	allocs_left = n;
-	failed = 0;
-	fail_once = false;
-}
-
-/* Allocation n fails, the others succeed. */
-static void
-fail_only(long n)
-{
-	fail_after(n);
-	fail_once = true;
-}
+#include "failalloc.h"
 
 /* ---- the table ---- */
 
