@@ -17,20 +17,11 @@ import unittest
 
 import harness
 import test_cluster
-from harness import BrokerTest, expect_receipt, subscribe
+from harness import BrokerTest, expect_receipt, send, subscribe
 from test_admin import get_json, scrape
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
                            "about scheduling, not the transport")
-
-
-def send(c, dest, body, headers=(), rid=None):
-    h = [("destination", dest)] + list(headers)
-    if rid:
-        h.append(("receipt", rid))
-    c.send_frame("SEND", h, body)
-    if rid:
-        expect_receipt(c, rid)
 
 
 def timed_messages(c, n, t0, timeout=5):
@@ -54,7 +45,7 @@ class Delay(BrokerTest):
         send(p, "/queue/d", "100", [("AMQ_SCHEDULED_DELAY", "100")])
         send(p, "/queue/d", "200", [("x-delay", "200")])   # RabbitMQ's header, the same
         send(p, "/queue/d", "0", [("AMQ_SCHEDULED_DELAY", "0")])
-        send(p, "/queue/d", "now", rid="sent")
+        send(p, "/queue/d", "now", receipt="sent")
         got = timed_messages(c, 5, t0)
         self.assertEqual([b for b, _, _ in got], ["0", "now", "100", "200", "300"]
                          if got[0][0] == "0" else ["now", "0", "100", "200", "300"])
@@ -65,7 +56,7 @@ class Delay(BrokerTest):
 
     def test_a_topic_message_goes_to_who_subscribes_by_its_time(self):
         p = self.client()
-        send(p, "/topic/t", "late", [("AMQ_SCHEDULED_DELAY", "300")], rid="s")
+        send(p, "/topic/t", "late", [("AMQ_SCHEDULED_DELAY", "300")], receipt="s")
         c = self.client()
         subscribe(c, "/topic/t")   # after the SEND, before its time
         self.assertEqual(c.expect("MESSAGE", 3 * harness.SLOW).body, b"late")
@@ -76,7 +67,7 @@ class Delay(BrokerTest):
         p = self.client()
         t0 = time.time()
         send(p, "/queue/r", "tick", [("AMQ_SCHEDULED_DELAY", "100"), ("AMQ_SCHEDULED_PERIOD", "100"),
-                                     ("AMQ_SCHEDULED_REPEAT", "3")], rid="s")
+                                     ("AMQ_SCHEDULED_REPEAT", "3")], receipt="s")
         got = timed_messages(c, 4, t0)
         c.expect_nothing(0.4)
         self.assertEqual([b for b, _, _ in got], ["tick"] * 4)
@@ -90,7 +81,7 @@ class Delay(BrokerTest):
         subscribe(c, "/queue/r0")
         p = self.client()
         send(p, "/queue/r0", "x", [("AMQ_SCHEDULED_PERIOD", "100"), ("AMQ_SCHEDULED_REPEAT", "1")],
-             rid="s")
+             receipt="s")
         self.assertEqual(len(timed_messages(c, 2, time.time())), 2)
         c.expect_nothing(0.3)
 
@@ -102,7 +93,7 @@ class BadValues(BrokerTest):
         keep = self.client()
         subscribe(keep, "/queue/other")
         q = self.client()
-        send(q, "/queue/waiting", "kept", rid="k")
+        send(q, "/queue/waiting", "kept", receipt="k")
         for name, value in [("AMQ_SCHEDULED_DELAY", "-5"), ("AMQ_SCHEDULED_DELAY", "soon"),
                             ("x-delay", "1.5"), ("AMQ_SCHEDULED_PERIOD", "-1"),
                             ("AMQ_SCHEDULED_REPEAT", "many"), ("AMQ_SCHEDULED_CRON", "* * *"),
@@ -118,7 +109,7 @@ class BadValues(BrokerTest):
         # Nothing else disturbed: the other subscriber is served, the queued
         # message is there, and nothing of the bad SENDs arrives.
         p = self.client()
-        send(p, "/queue/other", "fine", rid="f")
+        send(p, "/queue/other", "fine", receipt="f")
         self.assertEqual(keep.expect("MESSAGE").body, b"fine")
         d = self.client()
         subscribe(d, "/queue/waiting")
@@ -144,14 +135,14 @@ class Limit(BrokerTest):
         subscribe(c, "/queue/l")
         p = self.client()
         send(p, "/queue/l", "a", [("AMQ_SCHEDULED_DELAY", "200")])
-        send(p, "/queue/l", "b", [("AMQ_SCHEDULED_DELAY", "200")], rid="two")
+        send(p, "/queue/l", "b", [("AMQ_SCHEDULED_DELAY", "200")], receipt="two")
         send(p, "/queue/l", "c", [("AMQ_SCHEDULED_DELAY", "200"), ("receipt", "three")])
         err = p.expect_error_and_close()
         self.assertEqual(err["message"], "too many scheduled messages", err)
         self.assertEqual(err["receipt-id"], "three")
         self.assertEqual(sorted(f.body for f in c.read_frames(2, 3 * harness.SLOW)), [b"a", b"b"])
         q = self.client()
-        send(q, "/queue/l", "d", [("AMQ_SCHEDULED_DELAY", "100")], rid="again")
+        send(q, "/queue/l", "d", [("AMQ_SCHEDULED_DELAY", "100")], receipt="again")
         self.assertEqual(c.expect("MESSAGE", 3 * harness.SLOW).body, b"d")
 
     def test_a_transaction_that_would_overfill_is_not_applied(self):
@@ -180,7 +171,7 @@ class Transactions(BrokerTest):
         p.send_frame("ABORT", [("transaction", "a")])
         p.send_frame("BEGIN", [("transaction", "t")])
         send(p, "/queue/tx", "committed", [("transaction", "t"), ("AMQ_SCHEDULED_DELAY", "200")],
-             rid="in-tx")
+             receipt="in-tx")
         c.expect_nothing(0.3)   # past its delay as counted from the SEND
         t0 = time.time()
         p.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
@@ -203,7 +194,7 @@ class Admin(BrokerTest):
         send(p, "/queue/a", "x" * 10, [("AMQ_SCHEDULED_DELAY", "500"), ("AMQ_SCHEDULED_PERIOD", "100"),
                                        ("AMQ_SCHEDULED_REPEAT", "2")])
         send(p, "/topic/c", "c", [("AMQ_SCHEDULED_CRON", "* * * * *")])
-        send(p, "/queue/b", "y", [("AMQ_SCHEDULED_DELAY", "300")], rid="s")
+        send(p, "/queue/b", "y", [("AMQ_SCHEDULED_DELAY", "300")], receipt="s")
         after = int(time.time() * 1000)
         rows = get_json(admin, "/api/scheduled")
         self.assertEqual([r["destination"] for r in rows], ["/queue/b", "/queue/a", "/topic/c"], rows)
@@ -248,8 +239,8 @@ class Persistence(harness.DataDirTest):
         subscribe(early, "/queue/p")
         p = self.connect(b)
         send(p, "/queue/p", "kept", [("persistent", "true"), ("AMQ_SCHEDULED_DELAY", "500")],
-             rid="s1")
-        send(p, "/queue/p", "memory", [("AMQ_SCHEDULED_DELAY", "500")], rid="s2")
+             receipt="s1")
+        send(p, "/queue/p", "memory", [("AMQ_SCHEDULED_DELAY", "500")], receipt="s2")
         early.expect_nothing(0.1)
         self.crash(b)   # before its time
         t0 = time.time()
@@ -276,7 +267,7 @@ class Persistence(harness.DataDirTest):
         p = self.connect(b)
         send(p, "/queue/rep", "r", [("persistent", "true"), ("AMQ_SCHEDULED_DELAY", "100"),
                                     ("AMQ_SCHEDULED_PERIOD", "300"), ("AMQ_SCHEDULED_REPEAT", "2")],
-             rid="s")
+             receipt="s")
         first = c.expect("MESSAGE", 5 * harness.SLOW)   # the first of three
         self.assertEqual(first.body, b"r")
         self.crash(b)
@@ -296,7 +287,7 @@ class Persistence(harness.DataDirTest):
         b = self.start()
         p = self.connect(b)
         send(p, "/topic/t", "cron", [("persistent", "true"), ("AMQ_SCHEDULED_CRON", "0 0 1 1 *")],
-             rid="s")
+             receipt="s")
         self.assertEqual(b.stop(), 0)
         b = self.start()
         self.assertIn("1 scheduled", b.read_log())
@@ -317,7 +308,7 @@ class Cluster(test_cluster.ClusterBase):
         err = c.expect_error_and_close()
         self.assertEqual(err["message"], "scheduled delivery is not supported in cluster mode")
         p = self.client(a)
-        send(p, "/queue/c", "plain", rid="p")
+        send(p, "/queue/c", "plain", receipt="p")
         self.assertEqual(keep.expect("MESSAGE", 10).body, b"plain")
         keep.expect_nothing(0.3)
 
