@@ -250,6 +250,7 @@ api_overview(struct broker *b, struct table *t)
 	table_u64(t, "messages_acknowledged", st->subs.acked);
 	table_u64(t, "messages_redelivered", st->subs.redelivered);
 	table_u64(t, "messages_dropped", dropped);
+	table_u64(t, "messages_scheduled", b->sched.n);
 	table_u64(t, "memory_bytes", b->msg_pool.live_bytes);
 	table_u64(t, "memory_limit_bytes", b->max_memory);
 	table_u64(t, "producers_paused", server_paused_count(b));
@@ -323,6 +324,40 @@ api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct s
 	}
 	free(ds);
 	table_end(&t);
+}
+
+/* The soonest scheduled messages, a page of at most this many. */
+#define SCHEDULED_PAGE 1000
+
+static void
+api_scheduled(struct broker *b, enum admin_format fmt, struct sbuf *out)
+{
+	static const char *const cols[] = { "id", "destination", "due", "deliveries_left",
+		"period_ms", "cron", "size" };
+	const struct schedule_entry **page = malloc(SCHEDULED_PAGE * sizeof(*page));
+	size_t n = page ? schedule_soonest(&b->sched, page, SCHEDULED_PAGE) : SIZE_MAX;
+	if (n == SIZE_MAX) {
+		free(page);
+		out->failed = true;
+		return;
+	}
+	struct table t;
+	table_begin(&t, out, fmt, cols, sizeof(cols) / sizeof(cols[0]));
+	for (size_t i = 0; i < n; i++) {
+		const struct schedule_entry *e = page[i];
+		table_row(&t);
+		table_u64(&t, "id", e->id);
+		table_str(&t, "destination", e->dest, e->dest_len);
+		table_u64(&t, "due", e->due_ms);
+		/* With cron, those of this round: rounds go on. */
+		table_u64(&t, "deliveries_left", e->left);
+		table_u64(&t, "period_ms", e->spec.period_ms);
+		table_cstr(&t, "cron", e->spec.has_cron ? "yes" : "no");
+		table_u64(&t, "size", e->size);
+		table_row_end(&t);
+	}
+	table_end(&t);
+	free(page);
 }
 
 static const char *
@@ -628,6 +663,13 @@ admin_handle(struct broker *b, const char *method, const char *path, enum admin_
 		} else {
 			api_connections(b, fmt, &r->body);
 		}
+		reply_ok(r, fmt);
+	} else if (strcmp(path, "/api/scheduled") == 0) {
+		if (!get) {
+			method_not_allowed(r, fmt, method, "GET, HEAD");
+			return;
+		}
+		api_scheduled(b, fmt, &r->body);
 		reply_ok(r, fmt);
 	} else if (strncmp(path, queues, sizeof(queues) - 1) == 0) {
 		const char *seg = path + sizeof(queues) - 1;

@@ -16,6 +16,7 @@
 #include "eft/cluster.h"
 #include "eft/lifetime.h"
 #include "eft/log.h"
+#include "eft/session.h"
 #include "eft/store.h"
 #include "eft/trim.h"
 
@@ -202,6 +203,15 @@ count_durable(const struct dest *d, void *arg)
 		(*(size_t *)arg)++;
 }
 
+/* A persistent scheduled message the journal kept, back to the schedule. */
+static int
+store_scheduled(void *arg, struct msg *m, const char *dest, size_t dest_len, const void *state,
+    size_t state_len)
+{
+	struct broker *b = arg;
+	return schedule_restore(&b->sched, m, dest, dest_len, state, state_len);
+}
+
 int
 broker_open_store(struct broker *b, char *err, size_t errlen)
 {
@@ -213,6 +223,8 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		.recover = cfg->recover,
 		.segment_size = cfg->journal_segment_size,
 		.max_disk = cfg->max_disk,
+		.scheduled = store_scheduled,
+		.scheduled_arg = b,
 	};
 	struct store_recovered rec;
 	b->store = store_open(&opt, &b->dests, &b->msg_pool, &b->next_msg_id, &rec, err, errlen);
@@ -234,12 +246,12 @@ broker_open_store(struct broker *b, char *err, size_t errlen)
 		log_warn("journal: cut %llu bytes of a record torn by a crash off the end",
 		    (unsigned long long)js->torn_bytes);
 	log_info("journal %s: %u segment%s, %llu MB, %llu records read; %llu message%s back on %llu "
-	    "queue%s (%llu redelivered); fsync %s, max-disk %llu MB", cfg->data_dir, js->segments,
-	    js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),
+	    "queue%s (%llu redelivered), %llu scheduled; fsync %s, max-disk %llu MB", cfg->data_dir,
+	    js->segments, js->segments == 1 ? "" : "s", (unsigned long long)(js->bytes >> 20),
 	    (unsigned long long)js->records, (unsigned long long)rec.messages,
 	    rec.messages == 1 ? "" : "s", (unsigned long long)rec.queues,
-	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered, cfg->fsync,
-	    (unsigned long long)(st.disk_limit >> 20));
+	    rec.queues == 1 ? "" : "s", (unsigned long long)rec.redelivered,
+	    (unsigned long long)rec.scheduled, cfg->fsync, (unsigned long long)(st.disk_limit >> 20));
 	return 0;
 }
 
@@ -287,6 +299,25 @@ broker_default_memory(void)
 	return (size_t)pages / 10 * 4 * (size_t)page;
 }
 
+/* The scheduler's timer (schedule.h), set for the earliest due time. */
+static void
+sched_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct broker *b = arg;
+	schedule_fire(&b->sched, broker_now_ms(b));
+}
+
+static void
+sched_arm(void *arg, uint64_t due_ms)
+{
+	struct broker *b = arg;
+	uint64_t now = broker_now_ms(b), wait = due_ms > now ? due_ms - now : 0;
+	struct timeval tv = { (time_t)(wait / 1000), (suseconds_t)(wait % 1000 * 1000) };
+	evtimer_add(b->sched_ev, &tv);
+}
+
 int
 broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 {
@@ -315,6 +346,12 @@ broker_init(struct broker *b, struct event_base *base, const struct config *cfg)
 		.wakeup = backend_wakeup,
 		.now_ms = backend_now_ms,
 	};
+	/* Scheduled messages are routed as a SEND of this session's. */
+	b->sched_session = session_new(b, "scheduler", NULL, NULL, NULL);
+	if (b->sched_session == NULL || (b->sched_ev = evtimer_new(base, sched_cb, b)) == NULL)
+		return -1;
+	schedule_init(&b->sched, b, b->sched_session, cfg->max_scheduled_messages);
+	schedule_set_timer(&b->sched, sched_arm, b);
 	return lifetime_start(b);
 }
 
@@ -323,6 +360,10 @@ broker_fini(struct broker *b)
 {
 	store_close(b->store); /* while the messages it keeps are alive */
 	b->store = NULL;
+	schedule_fini(&b->sched); /* the journal keeps the persistent ones */
+	session_free(b->sched_session);
+	if (b->sched_ev)
+		event_free(b->sched_ev);
 	b->backend = b->dests.backend = NULL;
 	dests_free(&b->dests);
 	if (b->store_ev)

@@ -62,6 +62,8 @@ static const struct key_def keys[CFG_NKEYS] = {
 	SIZE_KEY(CFG_MAX_BODY_SIZE, "max-body-size", max_body_size, 0, 1ull << 30),
 	SIZE_KEY(CFG_MAX_SUBSCRIPTIONS, "max-subscriptions", max_subscriptions, 1, 10000000),
 	SIZE_KEY(CFG_MAX_CONNECTIONS, "max-connections", max_connections, 0, 10000000),
+	SIZE_KEY(CFG_MAX_SCHEDULED_MESSAGES, "max-scheduled-messages", max_scheduled_messages, 0,
+	    100000000),
 	UINT_KEY(CFG_CONNECT_TIMEOUT_MS, "connect-timeout-ms", connect_timeout_ms, 10, 86400000),
 	UINT_KEY(CFG_FRAME_TIMEOUT_MS, "frame-timeout-ms", frame_timeout_ms, 10, 86400000),
 	KEY(CFG_USERS_FILE, "users-file", T_PATH, users_file, 0, 0, false),
@@ -119,6 +121,7 @@ config_defaults(struct config *cfg)
 	cfg->max_body_size = DEFAULT_BODY_SIZE;
 	cfg->max_subscriptions = 1000;
 	cfg->max_connections = 0;
+	cfg->max_scheduled_messages = 100000;
 	cfg->max_output = 64u << 20;
 	cfg->policy.max_queue_messages = 10000000;
 	cfg->policy.max_queue_bytes = 0;

@@ -44,7 +44,25 @@ static const char *const hdr_names[HDR_COUNT] = {
 	[HDR_EXPIRES] = "expires",
 	[HDR_EXPIRATION] = "expiration",
 	[HDR_SELECTOR] = "selector",
+	[HDR_SCHEDULED] = "AMQ_SCHEDULED_DELAY", /* and the others (frame.h) */
 };
+
+/* A name longer than the common ones: the schedule headers
+ * AMQ_SCHEDULED_DELAY, _PERIOD, _REPEAT and _CRON (frame.h: HDR_SCHEDULED),
+ * out of the common lookup's way. */
+static __attribute__((noinline)) enum hdr_id
+hdr_lookup_long(const char *name, size_t len)
+{
+	if (len < 18 || len > 20 || memcmp(name, "AMQ_SCHEDULED_", 14) != 0)
+		return HDR_OTHER;
+	const char *rest = name + 14;
+	len -= 14;
+	if ((len == 5 && memcmp(rest, "DELAY", 5) == 0) ||
+	    (len == 6 && (memcmp(rest, "PERIOD", 6) == 0 || memcmp(rest, "REPEAT", 6) == 0)) ||
+	    (len == 4 && memcmp(rest, "CRON", 4) == 0))
+		return HDR_SCHEDULED;
+	return HDR_OTHER;
+}
 
 static enum frame_cmd
 cmd_if(const char *name, size_t len, enum frame_cmd c)
@@ -93,7 +111,7 @@ enum hdr_id
 frame_hdr_lookup(const char *name, size_t len)
 {
 	if (len < 2 || len > 15)
-		return HDR_OTHER;
+		return len > 15 ? hdr_lookup_long(name, len) : HDR_OTHER;
 	switch (name[0]) {
 	case 'a':
 		if (len == 3 && memcmp(name, "ack", 3) == 0)
@@ -158,6 +176,10 @@ frame_hdr_lookup(const char *name, size_t len)
 	case 't':
 		if (len == 11 && memcmp(name, "transaction", 11) == 0)
 			return HDR_TRANSACTION;
+		break;
+	case 'x':
+		if (len == 7 && memcmp(name, "x-delay", 7) == 0)
+			return HDR_SCHEDULED;
 		break;
 	}
 	return HDR_OTHER;

@@ -117,6 +117,10 @@ destinations(struct broker *b, struct sbuf *out)
 	gauge(out, "eft_temp_queues", "Temp-queues (their owners' private reply queues).", totals.temp_queues);
 	gauge(out, "eft_durable_subscriptions", "Durable topic subscriptions.", b->durables);
 	gauge(out, "eft_messages_queued", "Messages waiting in all queues.", totals.queued);
+	gauge(out, "eft_scheduled_messages", "Scheduled SENDs waiting for their time "
+	    "(AMQ_SCHEDULED_*, x-delay).", b->sched.n);
+	counter(out, "eft_scheduled_deliveries_total", "Deliveries of scheduled messages published "
+	    "at their time.", b->sched.fired);
 	dest_family(out, ds, n, DEST_QUEUE, "eft_queue_messages", "gauge",
 	    "Messages waiting in the queue (its depth).", q_depth);
 	dest_family(out, ds, n, DEST_QUEUE, "eft_queue_messages_bytes", "gauge",

@@ -24,6 +24,7 @@
 #include "eft/msg.h"
 #include "eft/proto.h"
 #include "eft/route.h"
+#include "eft/schedule.h"
 #include "eft/selector.h"
 #include "eft/sub.h"
 #include "eft/subject.h"
@@ -505,13 +506,50 @@ fail_cluster(struct conn *c, const struct frame *f, int why)
 }
 
 
+static enum result
+fail_schedule_full(struct conn *c, const struct frame *f)
+{
+	return fail(c, f, "too many scheduled messages", "eftd holds as many scheduled messages "
+	    "as it may (max-scheduled-messages, %zu); this %s was not applied. Try again once "
+	    "some have been delivered.", c->broker->cfg->max_scheduled_messages,
+	    frame_cmd_name(f->cmd));
+}
+
+/* A SEND with schedule headers (schedule.h): read them into *spec, or an
+ * ERROR naming the one that is wrong, or saying where eftd does not
+ * schedule.  Out of the common path: a SEND without them never comes here. */
+static enum result
+send_schedule_read(struct conn *c, const struct frame *f, enum address_kind kind, bool in_tx,
+    struct schedule_spec *spec)
+{
+	struct broker *b = c->broker;
+	const char *bad;
+	char why[320];
+	if (schedule_read(f, broker_now_ms(b), spec, &bad, why, sizeof(why)) != 0) {
+		char message[64];
+		snprintf(message, sizeof(message), "bad %s header", bad);
+		return fail(c, f, message, "%s", why);
+	}
+	if (b->cluster != NULL)
+		return fail(c, f, "scheduled delivery is not supported in cluster mode",
+		    "This SEND has a schedule header (AMQ_SCHEDULED_* or x-delay); in cluster mode "
+		    "eftd does not schedule messages yet. Send it without them.");
+	if (kind == ADDR_TEMP_QUEUE || kind == ADDR_REPLY_QUEUE)
+		return fail(c, f, "scheduled delivery to a temp-queue is not supported",
+		    "A temp-queue lives only as long as its owner's connection; eftd schedules "
+		    "messages to /queue/ and /topic/ destinations only.");
+	if (!in_tx && !schedule_has_room(&b->sched, 1))
+		return fail_schedule_full(c, f);
+	return RESULT_OK;
+}
+
 /* A message's priority and expiry from the SEND's headers, in either
  * dialect: priority 0-9 (JMS/ActiveMQ; RabbitMQ's larger ones count as 9),
  * expires (ActiveMQ: absolute, ms since the epoch, 0 never) and expiration
  * (RabbitMQ: ms from now; 0, as RabbitMQ's TTL 0, goes to a consumer that
  * can take it as it arrives or dies).  With both, the sooner wins.  False
  * after an ERROR. */
-static bool
+static inline bool
 parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 {
 	const struct header *h;
@@ -547,6 +585,37 @@ parse_lifetime(struct conn *c, const struct frame *f, struct msg_spec *spec)
 	return true;
 }
 
+/* Does SEND f have any of priority, expires, expiration or a schedule
+ * header?  Their known[] slots sit side by side (frame.h): one test. */
+_Static_assert(HDR_EXPIRES == HDR_PRIORITY + 1 && HDR_EXPIRATION == HDR_PRIORITY + 2 &&
+    HDR_SCHEDULED == HDR_PRIORITY + 3, "frame.h keeps a SEND's rare headers together");
+
+static inline bool
+send_has_rare(const struct frame *f)
+{
+	uint64_t a, b;
+	memcpy(&a, &f->known[HDR_PRIORITY], sizeof(a));
+	memcpy(&b, &f->known[HDR_EXPIRATION], sizeof(b));
+	return (a & b) != UINT64_MAX; /* each -1 (absent) is all ones */
+}
+
+/* The rare headers of a SEND (send_has_rare): its lifetime into *spec, its
+ * schedule into *sched_spec with *sched pointing at it.  Not RESULT_OK
+ * after the ERROR. */
+static __attribute__((noinline, cold)) enum result
+send_read_rare(struct conn *c, const struct frame *f, enum address_kind kind, bool in_tx,
+    struct msg_spec *spec, struct schedule_spec *sched_spec, struct schedule_spec **sched)
+{
+	if (!parse_lifetime(c, f, spec))
+		return RESULT_FAILED;
+	if (frame_get(f, HDR_SCHEDULED) == NULL)
+		return RESULT_OK;
+	if (send_schedule_read(c, f, kind, in_tx, sched_spec) != RESULT_OK)
+		return RESULT_FAILED;
+	*sched = sched_spec;
+	return RESULT_OK;
+}
+
 static enum result
 handle_send(struct conn *c, struct frame *f)
 {
@@ -571,7 +640,9 @@ handle_send(struct conn *c, struct frame *f)
 		.id = c->broker->next_msg_id++,
 		.priority = MSG_PRIORITY_DEFAULT,
 	};
-	if (!parse_lifetime(c, f, &spec))
+	struct schedule_spec sched_spec, *sched = NULL;
+	if (__builtin_expect(send_has_rare(f), 0) &&
+	    send_read_rare(c, f, kind, t != NULL, &spec, &sched_spec, &sched) != RESULT_OK)
 		return RESULT_FAILED;
 	/* reply-to:/temp-queue/NAME: the receiver sees our private queue's
 	 * broker-wide name, and we are subscribed to it. */
@@ -609,7 +680,15 @@ handle_send(struct conn *c, struct frame *f)
 	}
 	struct dest *d = NULL;
 	int rc;
-	if (t == NULL) {
+	if (__builtin_expect(sched != NULL, 0)) {
+		/* Held until its time (at COMMIT in a transaction), then routed. */
+		rc = t == NULL ? schedule_add(&c->broker->sched, sched, m, ref.name, ref.len, kind,
+		    broker_now_ms(c->broker)) : tx_add_scheduled(t, m, ref.name, ref.len, kind, sched);
+		if (rc == SCHEDULE_FULL) {
+			msg_unref(m);
+			return fail_schedule_full(c, f);
+		}
+	} else if (t == NULL) {
 		rc = route_send(c->session, ref.name, ref.len, kind, m, &d);
 	} else {
 		/* A SEND the cluster could never take is refused now, as it is
@@ -1152,6 +1231,8 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		return fail_unstored(c, f);
 	}
 	int rc = tx_commit(c->session, t);
+	if (rc == SCHEDULE_FULL)
+		return fail_schedule_full(c, f);
 	return rc == 0 ? RESULT_OK : rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 }
 

@@ -13,7 +13,16 @@
  *   IDS        u64: no message id at or above it has been used
  *   SUB        u16 queue name length, u16 topic name length, the names:
  *              a durable subscription's queue, fed by the topic
- *   UNSUB      the queue name: no longer a durable subscription */
+ *   UNSUB      the queue name: no longer a durable subscription
+ *   SCHED      u32 length of the schedule's state, the state (schedule.c's,
+ *              opaque here), then a MSG payload whose name is the
+ *              destination it is for: a persistent scheduled message
+ *              waiting for its time; written again (the newest counts) when
+ *              its state changes, or when it moves off an old segment
+ *   UNSCHED    u64 id: the scheduled message waits no more (its last
+ *              delivery, a MSG record when it reached a queue, follows)
+ * SCHED and UNSCHED came with scheduled delivery: a journal without them
+ * reads as before; an older eftd refuses one with them (unknown type). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +35,7 @@
 #include "eft/store.h"
 
 enum { REC_MSG = 1, REC_DELIVERED = 2, REC_CONSUMED = 3, REC_BATCH = 4, REC_IDS = 5, REC_SUB = 6,
-	REC_UNSUB = 7 };
+	REC_UNSUB = 7, REC_SCHED = 8, REC_UNSCHED = 9 };
 
 #define MSG_FLAG_DELIVERED 1
 #define MSG_FLAG_LIFE 2
@@ -49,10 +58,26 @@ struct store_link {
 	struct msg *prev, *next;   /* its segment's live messages */
 	struct dest *home;
 	uint32_t seg;              /* the segment of its record; 0: being moved */
+	uint32_t bytes;            /* its record's size, as counted in its segment */
 };
 
 static inline struct store_link *
 link_of(const struct msg *m)
+{
+	return m->kept;
+}
+
+/* A scheduled message's handle: home is NULL, and what its SCHED record
+ * holds besides the message is here, to write it again. */
+struct store_sched_link {
+	struct store_link l;
+	uint32_t state_len;
+	uint16_t name_len;
+	uint8_t data[];            /* the state, then the destination's name */
+};
+
+static inline struct store_sched_link *
+sched_of(const struct msg *m)
 {
 	return m->kept;
 }
@@ -112,6 +137,8 @@ struct store {
 	struct dests *dests;
 	struct msg_pool *pool;
 	struct dest *last_dest;
+	store_scheduled_fn scheduled;  /* scheduled messages found at open go here */
+	void *scheduled_arg;
 	char error[512];
 };
 
@@ -221,6 +248,7 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 {
 	struct segment *sg = segment_of(s, seg);
 	link_of(m)->seg = seg;
+	link_of(m)->bytes = (uint32_t)bytes;
 	link_of(m)->prev = NULL;
 	link_of(m)->next = sg->head;
 	if (sg->head != NULL)
@@ -233,9 +261,10 @@ segment_link(struct store *s, struct msg *m, uint32_t seg, size_t bytes)
 }
 
 static void
-segment_unlink(struct store *s, struct msg *m, size_t bytes)
+segment_unlink(struct store *s, struct msg *m)
 {
 	struct store_link *l = link_of(m);
+	size_t bytes = l->bytes;
 	struct segment *sg = segment_of(s, l->seg);
 	if (l->prev != NULL)
 		link_of(l->prev)->next = l->next;
@@ -360,12 +389,24 @@ store_msg_record_size(const struct msg *m, size_t dest_len)
 	return n + BATCH_SUB_HEAD;
 }
 
-/* The MSG record of m, queued at d. */
-static int
-append_msg(struct store *s, const struct dest *d, const struct msg *m)
+/* The bytes of stored message m's record, a MSG or a SCHED. */
+static size_t
+record_size(const struct msg *m)
+{
+	const struct store_link *l = link_of(m);
+	if (l->home != NULL)
+		return store_msg_record_size(m, dest_name_len(l->home));
+	const struct store_sched_link *sl = sched_of(m);
+	return store_msg_record_size(m, sl->name_len) + 4 + sl->state_len;
+}
+
+/* The MSG payload of m (named name) after `before` (the SCHED record's
+ * state, or nothing), as a record of type. */
+static inline __attribute__((always_inline)) int
+append_msg_as(struct store *s, uint8_t type, const struct journal_part *before, int nbefore,
+    const char *name, size_t name_len, const struct msg *m)
 {
 	int nblocks = msg_nblocks(m);
-	size_t name_len = dest_name_len(d);
 	uint8_t head[MSG_HEAD + 4 * STOMP_VERSIONS + MSG_LIFE];
 	bool life = has_life(m);
 	le_put64(head, m->id);
@@ -380,16 +421,37 @@ append_msg(struct store *s, const struct dest *d, const struct msg *m)
 		head[head_len + 9] = m->dead;
 		head_len += MSG_LIFE;
 	}
-	struct journal_part parts[3 + STOMP_VERSIONS];
+	struct journal_part parts[5 + STOMP_VERSIONS];
 	int n = 0;
+	for (int i = 0; i < nbefore; i++)
+		parts[n++] = before[i];
 	parts[n++] = (struct journal_part){ head, head_len };
-	parts[n++] = (struct journal_part){ dest_name(d), name_len };
+	parts[n++] = (struct journal_part){ name, name_len };
 	for (int v = 0; v < nblocks; v++) {
 		le_put32(head + MSG_HEAD + 4 * v, m->block_len[v]);
 		parts[n++] = (struct journal_part){ m->block[v], m->block_len[v] };
 	}
 	parts[n++] = (struct journal_part){ m->body, m->body_len };
-	return append(s, REC_MSG, parts, n);
+	return append(s, type, parts, n);
+}
+
+/* The MSG record of m, queued at d. */
+static int
+append_msg(struct store *s, const struct dest *d, const struct msg *m)
+{
+	return append_msg_as(s, REC_MSG, NULL, 0, dest_name(d), dest_name_len(d), m);
+}
+
+/* The SCHED record of scheduled message m (its link filled in). */
+static int
+append_sched(struct store *s, const struct msg *m)
+{
+	const struct store_sched_link *sl = sched_of(m);
+	uint8_t len[4];
+	le_put32(len, sl->state_len);
+	struct journal_part before[2] = { { len, 4 }, { sl->data, sl->state_len } };
+	return append_msg_as(s, REC_SCHED, before, 2, (const char *)sl->data + sl->state_len,
+	    sl->name_len, m);
 }
 
 int
@@ -426,7 +488,60 @@ store_consumed(struct store *s, struct msg *m)
 	if (append_id(s, REC_CONSUMED, m->id) != 0)
 		log_error("out of memory: message %llu not marked consumed in the journal (it "
 		    "would come back after a restart)", (unsigned long long)m->id);
-	segment_unlink(s, m, store_msg_record_size(m, dest_name_len(link_of(m)->home)));
+	segment_unlink(s, m);
+	link_free(m);
+}
+
+/* A scheduled message's link, holding state and name; NULL if out of memory. */
+static struct store_sched_link *
+sched_link_new(const char *name, size_t name_len, const void *state, size_t state_len)
+{
+	struct store_sched_link *sl = calloc(1, sizeof(*sl) + state_len + name_len);
+	if (sl == NULL)
+		return NULL;
+	sl->state_len = (uint32_t)state_len;
+	sl->name_len = (uint16_t)name_len;
+	memcpy(sl->data, state, state_len);
+	memcpy(sl->data + state_len, name, name_len);
+	return sl;
+}
+
+int
+store_schedule(struct store *s, struct msg *m, const char *dest, size_t dest_len,
+    const void *state, size_t state_len)
+{
+	if (dest_len == 0 || dest_len > UINT16_MAX || m->body_len > UINT32_MAX ||
+	    state_len > UINT16_MAX)
+		return -1;
+	struct store_sched_link *sl = sched_link_new(dest, dest_len, state, state_len);
+	if (sl == NULL)
+		return -1;
+	void *old = m->kept;
+	m->kept = sl;
+	m->delivered = false;
+	if (append_sched(s, m) != 0) {
+		m->kept = old;
+		free(sl);
+		return -1;
+	}
+	/* Written again: the newest record counts, the old one is dead. */
+	if (old != NULL) {
+		m->kept = old;
+		segment_unlink(s, m);
+		link_free(m);
+		m->kept = sl;
+	}
+	segment_link(s, m, journal_segment(s->j), record_size(m));
+	return 0;
+}
+
+void
+store_unschedule(struct store *s, struct msg *m)
+{
+	if (append_id(s, REC_UNSCHED, m->id) != 0)
+		log_error("out of memory: scheduled message %llu not marked done in the journal (it "
+		    "would be scheduled again after a restart)", (unsigned long long)m->id);
+	segment_unlink(s, m);
 	link_free(m);
 }
 
@@ -557,10 +672,11 @@ compact_step(struct store *s)
 	size_t budget = COMPACT_BUDGET;
 	while (old->head != NULL && budget > 0) {
 		struct msg *m = old->head;
-		size_t bytes = store_msg_record_size(m, dest_name_len(link_of(m)->home));
-		if (append_msg(s, link_of(m)->home, m) != 0)
+		size_t bytes = link_of(m)->bytes;
+		if ((link_of(m)->home != NULL ? append_msg(s, link_of(m)->home, m) :
+		    append_sched(s, m)) != 0)
 			return;
-		segment_unlink(s, m, bytes);
+		segment_unlink(s, m);
 		segment_link(s, m, cur, bytes);
 		budget = bytes < budget ? budget - bytes : 0;
 	}
@@ -867,9 +983,24 @@ op_stats(const void *impl, struct backend_stats *out)
 	out->sync_max_us = ss->max_us;
 }
 
+static int
+op_schedule(void *impl, struct msg *m, const char *dest, size_t dest_len, const void *state,
+    size_t state_len)
+{
+	return store_schedule(impl, m, dest, dest_len, state, state_len);
+}
+
+static void
+op_unschedule(void *impl, struct msg *m)
+{
+	store_unschedule(impl, m);
+}
+
 const struct backend_ops store_backend_ops = {
 	.name = "journal",
 	.keep = op_keep,
+	.schedule = op_schedule,
+	.unschedule = op_unschedule,
 	.delivered = op_delivered,
 	.gone = op_gone,
 	.bind = op_bind,
@@ -889,52 +1020,95 @@ const struct backend_ops store_backend_ops = {
 
 static int replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *arg);
 
+/* A MSG payload, read and checked. */
+struct msg_payload {
+	uint64_t id;
+	bool delivered, life;
+	int nblocks;
+	const char *name;
+	size_t name_len;
+	uint32_t lens[STOMP_VERSIONS];
+	const char *blocks[STOMP_VERSIONS];
+	const char *body;
+	size_t body_len;
+	const uint8_t *lp;         /* the lifetime part, if life */
+};
+
 static int
-replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
+msg_payload_read(const uint8_t *p, size_t len, struct msg_payload *out)
 {
 	if (len < MSG_HEAD)
 		return -1;
-	uint64_t id = le_get64(p);
-	bool delivered = (p[8] & MSG_FLAG_DELIVERED) != 0;
-	bool life = (p[8] & MSG_FLAG_LIFE) != 0;
-	int nblocks = p[9];
+	out->id = le_get64(p);
+	out->delivered = (p[8] & MSG_FLAG_DELIVERED) != 0;
+	out->life = (p[8] & MSG_FLAG_LIFE) != 0;
+	int nblocks = out->nblocks = p[9];
 	size_t name_len = le_get16(p + 10), body_len = le_get32(p + 12);
 	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
 		return -1;
-	size_t head = MSG_HEAD + 4 * (size_t)nblocks + (life ? MSG_LIFE : 0);
+	size_t head = MSG_HEAD + 4 * (size_t)nblocks + (out->life ? MSG_LIFE : 0);
 	size_t total = head + name_len + body_len;
-	uint32_t lens[STOMP_VERSIONS];
-	const char *blocks[STOMP_VERSIONS];
 	if (len < head)
 		return -1;
 	for (int v = 0; v < nblocks; v++) {
-		lens[v] = le_get32(p + MSG_HEAD + 4 * v);
-		total += lens[v];
+		out->lens[v] = le_get32(p + MSG_HEAD + 4 * v);
+		total += out->lens[v];
 	}
-	if (total != len || name_len == 0 ||
-	    (life && p[MSG_HEAD + 4 * (size_t)nblocks + 8] >= MSG_PRIORITIES))
+	out->lp = p + MSG_HEAD + 4 * (size_t)nblocks;
+	if (total != len || name_len == 0 || (out->life && out->lp[8] >= MSG_PRIORITIES))
 		return -1;
-	struct msg **found = idtab_find(&s->tab, id);
+	out->name = (const char *)p + head;
+	out->name_len = name_len;
+	const char *at = out->name + name_len;
+	for (int v = 0; v < nblocks; v++) {
+		out->blocks[v] = at;
+		at += out->lens[v];
+	}
+	out->body = at;
+	out->body_len = body_len;
+	return 0;
+}
+
+/* The message of a payload read, with its lifetime; NULL if out of memory. */
+static struct msg *
+msg_of_payload(struct store *s, const struct msg_payload *mp)
+{
+	struct msg *m = msg_restore(s->pool, mp->id, mp->nblocks, mp->blocks, mp->lens, mp->body,
+	    mp->body_len);
+	if (m == NULL)
+		return NULL;
+	m->delivered = mp->delivered;
+	if (mp->life) {
+		m->expires_ms = le_get64(mp->lp);
+		m->priority = mp->lp[8];
+		m->dead = mp->lp[9] != 0;
+	}
+	return m;
+}
+
+static int
+replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
+{
+	struct msg_payload mp;
+	if (msg_payload_read(p, len, &mp) != 0)
+		return -1;
+	struct msg **found = idtab_find(&s->tab, mp.id);
 	if (found != NULL) {
 		/* Written again further on (moved off an old segment). */
+		if (link_of(*found)->home == NULL)
+			return -1; /* a scheduled message's id: no MSG before its UNSCHED */
 		link_of(*found)->seg = seg;
-		(*found)->delivered |= delivered;
+		(*found)->delivered |= mp.delivered;
 		return 0;
 	}
-	const char *name = (const char *)p + head;
 	struct dest *d = s->last_dest;
-	if (d == NULL || !dest_is(d, name, name_len)) {
-		d = dests_get(s->dests, name, name_len, DEST_QUEUE);
+	if (d == NULL || !dest_is(d, mp.name, mp.name_len)) {
+		d = dests_get(s->dests, mp.name, mp.name_len, DEST_QUEUE);
 		if (d == NULL || dest_kind(d) != DEST_QUEUE)
 			return -1;
 		s->last_dest = d;
 	}
-	const char *at = name + name_len;
-	for (int v = 0; v < nblocks; v++) {
-		blocks[v] = at;
-		at += lens[v];
-	}
-	struct msg *m = msg_restore(s->pool, id, nblocks, blocks, lens, at, body_len);
+	struct msg *m = msg_of_payload(s, &mp);
 	if (m == NULL)
 		return -1;
 	if ((m->kept = calloc(1, sizeof(struct store_link))) == NULL ||
@@ -945,13 +1119,48 @@ replay_msg(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
 	}
 	link_of(m)->seg = seg;
 	link_of(m)->home = d;
-	m->delivered = delivered;
-	if (life) {
-		const uint8_t *lp = p + MSG_HEAD + 4 * (size_t)nblocks;
-		m->expires_ms = le_get64(lp);
-		m->priority = lp[8];
-		m->dead = lp[9] != 0;
+	return 0;
+}
+
+/* A message out of the table: its record is dead. */
+static void
+replay_forget(struct store *s, struct msg **found)
+{
+	struct msg *m = *found;
+	idtab_remove(&s->tab, found);
+	link_free(m);
+	msg_unref(m);
+}
+
+/* A SCHED record: the newest of an id counts. */
+static int
+replay_sched(struct store *s, uint32_t seg, const uint8_t *p, size_t len)
+{
+	if (len < 4)
+		return -1;
+	size_t state_len = le_get32(p);
+	struct msg_payload mp;
+	if (state_len > len - 4 || msg_payload_read(p + 4 + state_len, len - 4 - state_len, &mp) != 0)
+		return -1;
+	struct msg **found = idtab_find(&s->tab, mp.id);
+	if (found != NULL) {
+		if (link_of(*found)->home != NULL)
+			return -1; /* a queued message's id */
+		replay_forget(s, found);
 	}
+	struct store_sched_link *sl = sched_link_new(mp.name, mp.name_len, p + 4, state_len);
+	struct msg *m = sl != NULL ? msg_of_payload(s, &mp) : NULL;
+	if (m == NULL) {
+		free(sl);
+		return -1;
+	}
+	m->kept = sl;
+	if (idtab_add(&s->tab, m) != 0) {
+		link_free(m);
+		msg_unref(m);
+		return -1;
+	}
+	sl->l.seg = seg;
 	return 0;
 }
 
@@ -1006,14 +1215,23 @@ replay_record(uint32_t seg, uint8_t type, const uint8_t *p, size_t len, void *ar
 		/* Not found: its MSG was on a segment already deleted. */
 		if ((found = idtab_find(&s->tab, le_get64(p))) == NULL)
 			return 0;
-		if (type == REC_DELIVERED) {
+		if (link_of(*found)->home == NULL)
+			return -1; /* a scheduled message is never delivered or consumed */
+		if (type == REC_DELIVERED)
 			(*found)->delivered = true;
-		} else {
-			struct msg *m = *found;
-			idtab_remove(&s->tab, found);
-			link_free(m);
-			msg_unref(m);
-		}
+		else
+			replay_forget(s, found);
+		return 0;
+	case REC_SCHED:
+		return replay_sched(s, seg, p, len);
+	case REC_UNSCHED:
+		if (len != 8)
+			return -1;
+		if ((found = idtab_find(&s->tab, le_get64(p))) == NULL)
+			return 0; /* its SCHED was on a segment already deleted */
+		if (link_of(*found)->home != NULL)
+			return -1;
+		replay_forget(s, found);
 		return 0;
 	case REC_BATCH:
 		return replay_batch(s, seg, p, len);
@@ -1105,13 +1323,32 @@ requeue_recovered(struct store *s, struct store_recovered *rec, uint64_t *max_id
 	for (size_t i = 0; i < n; i++) {
 		struct msg *m = all[i];
 		struct store_link *l = link_of(m);
-		dest_restore(l->home, m, m->delivered);
-		segment_link(s, m, l->seg, store_msg_record_size(m, dest_name_len(l->home)));
-		rec->redelivered += m->delivered;
 		if (m->id > *max_id)
 			*max_id = m->id;
+		if (l->home == NULL) {
+			/* Scheduled: the schedule takes it (and the reference). */
+			struct store_sched_link *sl = sched_of(m);
+			segment_link(s, m, l->seg, record_size(m));
+			rec->scheduled++;
+			if (s->scheduled == NULL || s->scheduled(s->scheduled_arg, m,
+			    (const char *)sl->data + sl->state_len, sl->name_len, sl->data,
+			    sl->state_len) != 0) {
+				log_error("journal: scheduled message %llu for %.*s could not be scheduled "
+				    "again (out of memory, or a state this eftd cannot read): dropped",
+				    (unsigned long long)m->id, (int)sl->name_len,
+				    (const char *)sl->data + sl->state_len);
+				rec->scheduled--;
+				segment_unlink(s, m);
+				link_free(m);
+				msg_unref(m);
+			}
+			continue;
+		}
+		dest_restore(l->home, m, m->delivered);
+		segment_link(s, m, l->seg, record_size(m));
+		rec->redelivered += m->delivered;
+		rec->messages++;
 	}
-	rec->messages = n;
 	free(all);
 	free(s->tab.slot);
 	s->tab = (struct idtab){ 0 };
@@ -1238,6 +1475,8 @@ store_open(const struct store_options *opt, struct dests *dests, struct msg_pool
 	s->segment_size = opt->segment_size;
 	s->dests = dests;
 	s->pool = pool;
+	s->scheduled = opt->scheduled;
+	s->scheduled_arg = opt->scheduled_arg;
 	s->alarm_log.interval_ms = DISK_LOG_MS;
 	const struct journal_reader reader = { replay_record, replay_damage, replay_mark, s };
 	s->j = journal_open(opt->dir, opt->fsync, opt->recover, opt->segment_size, &reader,

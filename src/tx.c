@@ -70,6 +70,22 @@ tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum
 }
 
 int
+tx_add_scheduled(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
+    enum address_kind kind, const struct schedule_spec *spec)
+{
+	struct schedule_spec *copy = malloc(sizeof(*copy));
+	if (copy == NULL)
+		return -1;
+	*copy = *spec;
+	if (tx_add_send(t, m, dest, dest_len, kind) != 0) {
+		free(copy);
+		return -1;
+	}
+	t->tail->sched = copy;
+	return 0;
+}
+
+int
 tx_add_settle(struct tx *t, const struct delivery_key *k, enum settle how)
 {
 	struct tx_op *op = calloc(1, sizeof(*op));
@@ -91,6 +107,7 @@ tx_free(struct session *ss, struct tx *t)
 		if (op->msg)
 			msg_unref(op->msg);
 		free(op->dest);
+		free(op->sched);
 		free(op);
 		op = next;
 	}
@@ -150,9 +167,20 @@ tx_commit(struct session *ss, struct tx *t)
 			return rc;
 		}
 	}
+	/* Scheduled SENDs must all fit, or none is applied. */
+	size_t nsched = 0;
+	for (op = t->head; op != NULL; op = op->next)
+		nsched += op->kind == TX_SEND && op->sched != NULL;
+	if (nsched > 0 && !schedule_has_room(&ss->broker->sched, nsched)) {
+		log_info("%s: transaction %s not committed: max-scheduled-messages reached",
+		    session_peer(ss), t->name);
+		tx_free(ss, t);
+		return SCHEDULE_FULL;
+	}
 	/* Destinations are looked up now: one may have come and gone since SEND. */
 	for (op = t->head; op != NULL; op = op->next) {
-		if (op->kind != TX_SEND || route_carried(ss, op->dest, op->dest_len, op->dest_kind))
+		if (op->kind != TX_SEND || op->sched != NULL ||
+		    route_carried(ss, op->dest, op->dest_len, op->dest_kind))
 			continue;
 		int err;
 		op->target = route_resolve(ss, op->dest, op->dest_len, op->dest_kind, &err);
@@ -178,6 +206,17 @@ tx_commit(struct session *ss, struct tx *t)
 		if (op->kind != TX_SEND) {
 			/* The delivery may be gone (already settled): nothing to do then. */
 			sub_settle(&ss->ep, &op->key, op->how);
+			continue;
+		}
+		if (op->sched != NULL) {
+			/* Its time counts from the COMMIT. */
+			if (schedule_add(&ss->broker->sched, op->sched, op->msg, op->dest, op->dest_len,
+			    op->dest_kind, broker_now_ms(ss->broker)) != 0) {
+				log_error("%s: transaction %s: a scheduled SEND to %.*s was lost: out of "
+				    "memory", session_peer(ss), t->name, (int)op->dest_len, op->dest);
+				msg_unref(op->msg);
+			}
+			op->msg = NULL;
 			continue;
 		}
 		if (route_carried(ss, op->dest, op->dest_len, op->dest_kind)) {

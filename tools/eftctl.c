@@ -55,6 +55,7 @@ static const struct ctl_command ctl_commands[] = {
 	{ "queues", CTL_TABLE, EVHTTP_REQ_GET, "/api/queues", "", NULL },
 	{ "topics", CTL_TABLE, EVHTTP_REQ_GET, "/api/topics", "", NULL },
 	{ "connections", CTL_TABLE, EVHTTP_REQ_GET, "/api/connections", "", NULL },
+	{ "scheduled", CTL_TABLE, EVHTTP_REQ_GET, "/api/scheduled", "", NULL },
 	{ "purge", CTL_PURGE, EVHTTP_REQ_POST, "/api/queues/", "/purge", "QUEUE" },
 	{ "delete", CTL_DELETE, EVHTTP_REQ_DELETE, "/api/queues/", "", "QUEUE" },
 	{ "close", CTL_CLOSE, EVHTTP_REQ_DELETE, "/api/connections/", "", "ID" },
@@ -100,6 +101,7 @@ ctl_usage(FILE *to)
 	    "  queues           every queue: depth, bytes, unacked, consumers, published\n"
 	    "  topics           every topic: subscribers, durable subscriptions, published\n"
 	    "  connections      every connection: id, peer, login, subscriptions\n"
+	    "  scheduled        scheduled messages waiting, soonest first: due, deliveries left\n"
 	    "  purge QUEUE      drop the messages waiting in QUEUE\n"
 	    "  delete QUEUE     delete QUEUE (it must have no consumers) and its messages\n"
 	    "  close ID         close connection ID (the client gets an ERROR first)\n"

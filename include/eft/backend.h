@@ -97,6 +97,13 @@ struct backend_ops {
 	 * of memory), or no longer. */
 	int (*bind)(void *impl, const struct dest *queue, const struct dest *topic);
 	void (*unbind)(void *impl, const struct dest *queue);
+	/* Persistent scheduled message m (schedule.h) waits for dest, with the
+	 * schedule's state (opaque): keep it, or keep the new state of one
+	 * kept (-1 if out of memory: nothing changed).  It waits no more:
+	 * unschedule.  NULL where scheduled messages are not kept. */
+	int (*schedule)(void *impl, struct msg *m, const char *dest, size_t dest_len,
+	    const void *state, size_t state_len);
+	void (*unschedule)(void *impl, struct msg *m);
 	/* Subscriber s of d leaves. */
 	void (*interest_removed)(void *impl, struct dest *d, const struct sub *s);
 	/* What is kept between begin and end is kept whole or not at all;

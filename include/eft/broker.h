@@ -21,6 +21,7 @@
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/msg.h"
+#include "eft/schedule.h"
 #include "eft/sub.h"
 #include "eft/trim.h"
 
@@ -35,6 +36,7 @@ struct http_server;
 struct cluster;
 struct conn_set;
 struct server;
+struct session;
 
 /* Frames eftd sends, by command (MESSAGE is stats.subs.deliveries). */
 enum stat_out { STAT_OUT_CONNECTED, STAT_OUT_RECEIPT, STAT_OUT_ERROR, STAT_OUT_COUNT };
@@ -87,6 +89,9 @@ struct broker {
 	size_t durables;                     /* durable subscriptions (durable.c) */
 	struct event *expiry_ev;             /* lets expired messages die (lifetime.c) */
 	struct event *expiry_more_ev;        /* ... the rest of many, next turn */
+	struct schedule sched;               /* scheduled SENDs waiting (schedule.h) */
+	struct event *sched_ev;              /* ... the timer for the earliest */
+	struct session *sched_session;       /* ... whose firings are its SENDs */
 	struct trim trim;                    /* memory given back after a burst (trim.h) */
 	struct event *memory_ev;             /* trim and the alarm's count, every 0.1 s */
 	/* Where queue messages are kept besides memory (backend.h): the

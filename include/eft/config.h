@@ -34,6 +34,7 @@ enum config_key {
 	CFG_MAX_BODY_SIZE,
 	CFG_MAX_SUBSCRIPTIONS,
 	CFG_MAX_CONNECTIONS,
+	CFG_MAX_SCHEDULED_MESSAGES,
 	CFG_CONNECT_TIMEOUT_MS,
 	CFG_FRAME_TIMEOUT_MS,
 	CFG_USERS_FILE,
@@ -110,6 +111,7 @@ struct config {
 	size_t message_cache;      /* freed message memory kept for reuse */
 	size_t max_body_size;      /* bytes in one frame body; 0: only max_frame_size applies */
 	size_t max_subscriptions;  /* per connection */
+	size_t max_scheduled_messages; /* SENDs waiting for their time (schedule.h) */
 	size_t max_connections;    /* in total; 0: as many as the open-file limit allows */
 	size_t max_output;         /* pending output before a connection is cut off as too slow */
 	struct dest_policy policy; /* queue limits, overflow, TTL, dead letters: where no policy

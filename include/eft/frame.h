@@ -45,9 +45,15 @@ enum hdr_id {
 	HDR_SUBSCRIPTION,
 	HDR_TRANSACTION,
 	HDR_PREFETCH_COUNT,
+	/* A SEND's rare headers, side by side: a SEND with none of the four
+	 * pays one test for all (proto.c). */
 	HDR_PRIORITY,
 	HDR_EXPIRES,
 	HDR_EXPIRATION,
+	/* Any of the schedule headers (schedule.h): AMQ_SCHEDULED_DELAY,
+	 * _PERIOD, _REPEAT, _CRON and x-delay; the rare SEND that has one
+	 * looks each up by name. */
+	HDR_SCHEDULED,
 	HDR_SELECTOR,
 	HDR_COUNT
 };

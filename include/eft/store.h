@@ -8,7 +8,9 @@
  * are one BATCH record, so that a transaction is replayed whole or not at
  * all.  SUB and UNSUB records keep durable topic subscriptions (a queue
  * of their own, fed by the topic).  IDS records reserve message ids ahead, so that ids stay unique
- * across restarts.
+ * across restarts.  SCHED and UNSCHED records keep persistent scheduled
+ * messages (schedule.h) while they wait: the message, its destination and
+ * the schedule's state, which the store keeps without reading it.
  *
  * Records are gathered as frames are handled and written once per loop turn
  * by store_commit (group commit); output that depends on them (RECEIPTs,
@@ -38,6 +40,12 @@ struct msg_pool;
 
 struct store;
 
+/* A persistent scheduled message found at open: m (the reference is the
+ * callee's on 0), for dest, with the state schedule.c wrote.  Not 0: it is
+ * dropped (logged). */
+typedef int (*store_scheduled_fn)(void *arg, struct msg *m, const char *dest, size_t dest_len,
+    const void *state, size_t state_len);
+
 struct store_options {
 	const char *dir;
 	enum journal_fsync fsync;
@@ -45,6 +53,8 @@ struct store_options {
 	uint64_t segment_size;
 	uint64_t max_disk;        /* journal bytes above which it is busy; 0: 80% of the
 	                             disk's free space at open, on top of what it holds */
+	store_scheduled_fn scheduled; /* or NULL: scheduled messages are dropped */
+	void *scheduled_arg;
 };
 
 /* What was found at open, for the start-up log. */
@@ -53,6 +63,7 @@ struct store_recovered {
 	uint64_t messages;        /* put back in their queues */
 	uint64_t queues;
 	uint64_t redelivered;     /* of them, handed out before: marked redelivered */
+	uint64_t scheduled;       /* scheduled messages handed to the schedule again */
 	/* The checkpoint's count of live messages, and how many of them the
 	 * journal gave back up to its position (equal but for damage). */
 	uint64_t checkpoint_live;
@@ -86,6 +97,14 @@ int store_publish(struct store *s, struct dest *d, struct msg *m);
 void store_delivered(struct store *s, struct msg *m);
 /* Stored message m is gone for good. */
 void store_consumed(struct store *s, struct msg *m);
+
+/* Scheduled message m waits for its time, for dest, with the schedule's
+ * state: gather its SCHED record (again, when m is stored already: the
+ * newest counts).  -1 if out of memory (then nothing changed). */
+int store_schedule(struct store *s, struct msg *m, const char *dest, size_t dest_len,
+    const void *state, size_t state_len);
+/* Stored scheduled message m waits no more: an UNSCHED record. */
+void store_unschedule(struct store *s, struct msg *m);
 
 /* Durable subscriptions: queue is fed by topic from now on (a SUB record;
  * -1 if out of memory), or no longer (UNSUB).  Every segment begins with a

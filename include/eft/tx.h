@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "eft/broker.h"
+#include "eft/schedule.h"
 #include "eft/sub.h"
 
 struct session;
@@ -25,6 +26,7 @@ struct tx_op {
 	size_t dest_len;
 	enum address_kind dest_kind;
 	struct dest *target;       /* TX_SEND, during COMMIT: where it goes (NULL: nowhere) */
+	struct schedule_spec *sched; /* TX_SEND: held until its time from COMMIT, or NULL */
 	struct delivery_key key;   /* TX_SETTLE */
 	enum settle how;           /* TX_SETTLE */
 	struct tx_op *next;
@@ -44,10 +46,14 @@ struct tx *tx_begin(struct session *ss, const char *name, size_t len);
  * -1: out of memory, the caller keeps it. */
 int tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
     enum address_kind kind);
+/* tx_add_send for a scheduled SEND: at COMMIT it goes to the schedule
+ * (schedule.h) as spec says, from then. */
+int tx_add_scheduled(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
+    enum address_kind kind, const struct schedule_spec *spec);
 /* Hold an ACK or NACK until COMMIT.  -1 if out of memory. */
 int tx_add_settle(struct tx *t, const struct delivery_key *k, enum settle how);
 /* Apply every frame in order, then forget the transaction.  -1 if out of
- * memory, or a BACKEND_* code if the cluster is down or could not take one
+ * memory, SCHEDULE_FULL if its scheduled SENDs do not fit, or a BACKEND_* code if the cluster is down or could not take one
  * of its SENDs: then nothing was applied, and the transaction is forgotten
  * all the same (its messages dropped). */
 int tx_commit(struct session *ss, struct tx *t);

@@ -442,6 +442,32 @@ def sc_exclusive(port, version="1.2"):
     return "4 to the exclusive consumer, 3 redelivered to the next after it left"
 
 
+def sc_scheduled(port, version="1.2"):
+    """ActiveMQ's scheduled delivery as a stomp.py user writes it: a message
+    sent with AMQ_SCHEDULED_DELAY arrives after one sent later without it,
+    and not before its delay."""
+    dest = "/queue/py-scheduled-" + RUN
+    cons, cl = connect(port, version, "sched-cons")
+    subscribe(cons, cl, version, dest, "s1")
+    pub, pl = connect(port, version, "sched-pub")
+    sent = time.time()
+    pub.send(dest, "later", headers={"AMQ_SCHEDULED_DELAY": "400"}, receipt="sched-later")
+    pl.receipt("sched-later")
+    pub.send(dest, "now", receipt="sched-now")
+    pl.receipt("sched-now")
+    first = cl.next_message(what="the message sent without a delay")
+    eq(first.body, "now", "the undelayed message comes first")
+    second = cl.next_message(what="the scheduled message")
+    waited = time.time() - sent
+    eq(second.body, "later", "then the scheduled one")
+    check(waited >= 0.39, "the scheduled message came %.3f s after its SEND, before its "
+          "400 ms delay" % waited)
+    eq(second.headers.get("AMQ_SCHEDULED_DELAY"), "400", "its headers as sent")
+    disconnect(pub, pl)
+    disconnect(cons, cl)
+    return "delivered after %.0f ms (AMQ_SCHEDULED_DELAY 400)" % (waited * 1000)
+
+
 def scenarios():
     s = {}
     for ver in ("1.0", "1.1", "1.2"):
@@ -459,6 +485,7 @@ def scenarios():
     s["wildcards_12"] = (sc_wildcards, "1.2")
     s["exclusive_12"] = (sc_exclusive, "1.2")
     s["queue_wildcards_12"] = (sc_queue_wildcards, "1.2")
+    s["scheduled_12"] = (sc_scheduled, "1.2")
     return s
 
 

@@ -127,6 +127,8 @@ test_lists(void **state)
 	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\n"
 	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\n");
 	assert_string_equal(ask(fx, "GET", "/api/topics", ADMIN_JSON), "[]\n");
+	assert_string_equal(ask(fx, "GET", "/api/scheduled", ADMIN_TSV),
+	    "id\tdestination\tdue\tdeliveries_left\tperiod_ms\tcron\tsize\n");
 	assert_string_equal(ask(fx, "GET", "/api/connections", ADMIN_TSV),
 	    "id\tpeer\tlistener\tlogin\tversion\tstate\tconnected_seconds\tunacked\tsubscriptions\n"
 	    "1\t127.0.0.1:4000\ttcp://127.0.0.1:5000\t-\t1.2\topen\t0\t1\t/queue/busy\n");

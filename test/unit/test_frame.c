@@ -115,6 +115,7 @@ static const struct {
 	{ HDR_EXPIRES, "expires" },
 	{ HDR_EXPIRATION, "expiration" },
 	{ HDR_SELECTOR, "selector" },
+	{ HDR_SCHEDULED, "AMQ_SCHEDULED_DELAY" },
 };
 #define NHEADERS (sizeof(headers) / sizeof(headers[0]))
 
@@ -144,6 +145,23 @@ test_hdr_lookup_every_header(void **state)
 	}
 	assert_string_equal(frame_hdr_name(HDR_OTHER), "");
 	assert_string_equal(frame_hdr_name(HDR_COUNT), "");
+}
+
+/* The other schedule headers share HDR_SCHEDULED (frame.h). */
+static void
+test_hdr_lookup_schedule_headers(void **state)
+{
+	(void)state;
+	static const char *const names[] = { "AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD",
+		"AMQ_SCHEDULED_REPEAT", "AMQ_SCHEDULED_CRON", "x-delay" };
+	static const char *const misses[] = { "AMQ_SCHEDULED_", "AMQ_SCHEDULED_DELAYS",
+		"AMQ_SCHEDULED_delay", "amq_scheduled_delay", "AMQ_SCHEDULED_CRONS", "AMQ_SCHEDULED_ID",
+		"AMQ_SCHEDULED_PERIOX", "AMQ_SCHEDULEDXDELAY", "x-delays", "x-dela", "X-delay",
+		"AMQ_SCHEDULED_REPEATS" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_int_equal(frame_hdr_lookup(names[i], strlen(names[i])), HDR_SCHEDULED);
+	for (size_t i = 0; i < sizeof(misses) / sizeof(misses[0]); i++)
+		assert_int_equal(frame_hdr_lookup(misses[i], strlen(misses[i])), HDR_OTHER);
 }
 
 static void
@@ -422,6 +440,7 @@ main(void)
 		cmocka_unit_test(test_cmd_lookup_misses),
 		cmocka_unit_test(test_cmd_name_out_of_range),
 		cmocka_unit_test(test_hdr_lookup_every_header),
+		cmocka_unit_test(test_hdr_lookup_schedule_headers),
 		cmocka_unit_test(test_hdr_lookup_near_misses),
 		cmocka_unit_test(test_escape_v10),
 		cmocka_unit_test(test_escape_v11),

@@ -855,6 +855,118 @@ test_long_lived_message_moved_forward(void **state)
 	close_env(&e);
 }
 
+/* Scheduled messages handed back at open (store_options.scheduled). */
+static struct {
+	size_t n;
+	struct msg *m[4];
+	char dest[4][32];
+	char state[4][16];
+} found_sched;
+
+static int
+take_scheduled(void *arg, struct msg *m, const char *dest, size_t dest_len, const void *state,
+    size_t state_len)
+{
+	(void)arg;
+	assert_true(found_sched.n < 4 && dest_len < 32 && state_len < 16);
+	size_t i = found_sched.n++;
+	found_sched.m[i] = m;
+	memcpy(found_sched.dest[i], dest, dest_len);
+	found_sched.dest[i][dest_len] = '\0';
+	memcpy(found_sched.state[i], state, state_len);
+	found_sched.state[i][state_len] = '\0';
+	return 0;
+}
+
+static void
+open_sched(struct env *e, uint64_t segment)
+{
+	memset(&found_sched, 0, sizeof(found_sched));
+	struct store_options opt = options(segment);
+	opt.scheduled = take_scheduled;
+	open_with(e, opt);
+}
+
+/* Persistent scheduled messages: kept with their state (SCHED), the newest
+ * state counts, moved off old segments like any long-lived message, gone
+ * after UNSCHED; the last delivery's MSG record after UNSCHED comes back in
+ * its queue. */
+static void
+test_scheduled_kept_updated_moved_and_done(void **state)
+{
+	(void)state;
+	const uint64_t segment = 16 * KiB;
+	struct env e;
+	open_sched(&e, segment);
+	uint64_t a_id = e.next_id++, b_id = e.next_id++, c_id = e.next_id++;
+	struct msg *a = new_msg(&e.pool, "/queue/x", a_id, 200, false);
+	struct msg *b = new_msg(&e.pool, "/topic/y", b_id, 100, true);
+	struct msg *c = new_msg(&e.pool, "/queue/z", c_id, 50, false);
+	a->persistent = b->persistent = c->persistent = true;
+	assert_int_equal(store_schedule(e.s, a, "/queue/x", 8, "a-one", 5), 0);
+	assert_int_equal(store_schedule(e.s, b, "/topic/y", 8, "b-one", 5), 0);
+	assert_int_equal(store_schedule(e.s, c, "/queue/z", 8, "c-one", 5), 0);
+	commit(&e);
+	assert_int_equal(store_live_messages(e.s), 3);
+	assert_int_equal(store_schedule(e.s, a, "/queue/x", 8, "a-two!", 6), 0); /* a firing */
+	assert_int_equal(store_live_messages(e.s), 3);
+	commit(&e);
+	uint32_t seg = store_msg_segment(a);
+	for (int turn = 0; turn < 100; turn++) {
+		struct msg *churn[10];
+		for (int i = 0; i < 10; i++)
+			churn[i] = publish(&e, "/queue/churn", e.next_id++, 500, false);
+		commit(&e);
+		for (int i = 0; i < 10; i++)
+			consume(&e, churn[i]);
+		commit(&e);
+		dests_delete(&e.dests, dests_find(&e.dests, "/queue/churn", 12));
+	}
+	assert_true(store_msg_segment(a) > seg); /* moved forward, as SCHED */
+	assert_true(store_disk_bytes(e.s) <= 4 * segment);
+	/* b waits no more; c's last firing: UNSCHED, then queued (MSG). */
+	store_unschedule(e.s, b);
+	assert_int_equal(store_msg_segment(b), 0);
+	store_unschedule(e.s, c);
+	struct dest *z = dests_get(&e.dests, "/queue/z", 8, DEST_QUEUE);
+	assert_int_equal(store_publish(e.s, z, c), 0);
+	uint64_t dropped = 0;
+	dest_publish(z, c, &dropped);
+	commit(&e);
+	assert_int_equal(store_live_messages(e.s), 2);
+	store_close(e.s);
+	e.s = NULL;
+	msg_unref(a);
+	msg_unref(b);
+	free_env(&e);
+
+	open_sched(&e, segment);
+	assert_int_equal(e.rec.scheduled, 1);
+	assert_int_equal(e.rec.messages, 1);
+	assert_int_equal(found_sched.n, 1);
+	assert_int_equal(found_sched.m[0]->id, a_id);
+	assert_string_equal(found_sched.dest[0], "/queue/x");
+	assert_string_equal(found_sched.state[0], "a-two!");
+	check_body(found_sched.m[0], 200);
+	assert_true(found_sched.m[0]->persistent);
+	assert_true(e.next_id > c_id);
+	struct listing *l = list_queue(&e, "/queue/z");
+	assert_int_equal(l->n, 1);
+	assert_int_equal(l->m[0]->id, c_id);
+	/* Its last firing, then gone for good. */
+	struct msg *back = found_sched.m[0];
+	store_unschedule(e.s, back);
+	commit(&e);
+	store_close(e.s);
+	e.s = NULL;
+	msg_unref(back);
+	free_env(&e);
+	open_sched(&e, segment);
+	assert_int_equal(e.rec.scheduled, 0);
+	assert_int_equal(found_sched.n, 0);
+	close_env(&e);
+}
+
 /* Hard links to every segment file in dir, in dir/snap (emptied first). */
 static void
 snapshot_segments(void)
@@ -1183,6 +1295,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_batch_all_or_nothing, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(test_dead_segments_deleted, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(test_long_lived_message_moved_forward, make_dir,
+		    remove_dir),
+		cmocka_unit_test_setup_teardown(test_scheduled_kept_updated_moved_and_done, make_dir,
 		    remove_dir),
 		cmocka_unit_test_setup_teardown(test_moved_message_and_old_copy_come_back_once,
 		    make_dir, remove_dir),
