@@ -73,6 +73,8 @@ struct dest {
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
+	bool auto_delete;                     /* a subscription queue: deleted with its last
+	                                         subscriber (dest_set_auto_delete) */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
 	uint64_t published;                   /* messages published to it (the admin API) */
@@ -430,6 +432,18 @@ dest_free(struct dests *t, struct dest *d)
 void
 dests_release(struct dests *t, struct dest *d)
 {
+	if (d->auto_delete && d->nsubs == 0 && d->holds == 0 && d->q.out == 0) {
+		/* Its last subscriber left: it goes, with what it holds, and
+		 * its topic is released in turn. */
+		struct dest *topic = d->fed_by;
+		log_debug("auto-delete queue %s deleted (%zu message%s dropped)", d->name,
+		    d->q.count, d->q.count == 1 ? "" : "s");
+		dest_purge(d, NULL, NULL);
+		dest_free(t, d);
+		if (topic != NULL)
+			dests_release(t, topic);
+		return;
+	}
 	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->holds > 0 || d->temp != NULL ||
 	    d->fed_by != NULL || d->nfeeds > 0)
 		return;
@@ -1406,6 +1420,7 @@ dest_bind(struct dest *queue, struct dest *topic)
 	}
 	topic->feeds[topic->nfeeds++] = queue;
 	queue->fed_by = topic;
+	queue->owner->nbound++;
 	return 0;
 }
 
@@ -1422,6 +1437,19 @@ dest_unbind(struct dest *queue)
 		}
 	}
 	queue->fed_by = NULL;
+	queue->owner->nbound--;
+}
+
+void
+dest_set_auto_delete(struct dest *queue, bool on)
+{
+	queue->auto_delete = on;
+}
+
+bool
+dest_auto_delete(const struct dest *queue)
+{
+	return queue->auto_delete;
 }
 
 struct dest *
@@ -1648,6 +1676,8 @@ dest_check(const struct dest *d)
 		return "an empty destination is kept";
 	if (d->fed_by != NULL && (d->kind != DEST_QUEUE || d->fed_by->kind != DEST_TOPIC))
 		return "a durable subscription is not a queue fed by a topic";
+	if (d->auto_delete && d->nsubs == 0 && d->q.out == 0)
+		return "an auto-delete queue outlives its subscribers";
 	if (d->holds > 0)
 		return "held outside a COMMIT";
 	if (d->q.count > 0 && could_take)

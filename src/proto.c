@@ -659,6 +659,10 @@ struct sub_request {
 	bool durable;
 	char durable_name[DURABLE_NAME_MAX];
 	size_t durable_len;
+	/* A topic subscription that reads from a queue of its own
+	 * (durable.h), named in durable_name: RabbitMQ's x-queue-name, or
+	 * one for its prefetch-count. */
+	bool sub_queue;
 	const struct header *selector;    /* NULL: every message */
 };
 
@@ -764,6 +768,64 @@ subscribe_consumer(struct conn *c, struct frame *f, struct sub_request *rq)
 	return RESULT_OK;
 }
 
+/* RabbitMQ's x-queue-name on a topic SUBSCRIBE, checked: a queue name
+ * eftd can serve, which the user may read, and not in cluster mode.
+ * RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_queue_name(struct conn *c, struct frame *f)
+{
+	const struct header *h = frame_find(f, "x-queue-name");
+	if (h == NULL)
+		return RESULT_OK;
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->interest_added != NULL)
+		return fail(c, f, "x-queue-name is not supported in cluster mode",
+		    "In cluster mode a topic subscription has no queue of its own to name; "
+		    "subscribe without x-queue-name.");
+	char name[DURABLE_NAME_MAX];
+	int n = snprintf(name, sizeof(name), QUEUE_PREFIX "%.*s", (int)h->value_len, h->value);
+	enum address_kind kind;
+	if (h->value_len == 0 || n < 0 || (size_t)n >= sizeof(name) ||
+	    address_parse(name, (size_t)n, true, &kind) != ADDRESS_OK || kind != ADDR_QUEUE)
+		return fail(c, f, "bad x-queue-name", "x-queue-name must be a queue name of 1 to "
+		    "%zu bytes without CR or LF; got '%.*s'.", sizeof(name) - QUEUE_PREFIX_LEN - 1,
+		    SHOWN_N(h->value, h->value_len, 100));
+	if (!auth_may_read(c->session->user, name, (size_t)n))
+		return refuse(c, f, "permission denied", "User '%s' may not read queue '%s', "
+		    "which x-queue-name names.", auth_user_name(c->session->user), name);
+	return RESULT_OK;
+}
+
+/* Does a (not durable) topic subscription get a queue of its own (durable.h)?
+ * With x-queue-name it does; with client acks and a prefetch-count too, but
+ * not with a selector (messages it does not want would wait in its queue),
+ * nor in cluster mode (the cluster carries topic subscriptions itself).
+ * RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_sub_queue(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	if (rq->kind != ADDR_TOPIC || rq->durable)
+		return RESULT_OK;
+	const struct header *xq = frame_find(f, "x-queue-name");
+	if (xq != NULL && rq->selector != NULL)
+		return fail(c, f, "selectors with x-queue-name are not supported",
+		    "Subscribe to the topic without a selector, or without x-queue-name.");
+	const struct backend *be = c->broker->backend;
+	bool limits = rq->opt.ack != ACK_AUTO && rq->opt.prefetch > 0 && rq->selector == NULL;
+	if (xq == NULL && (!limits || (be != NULL && be->ops->interest_added != NULL)))
+		return RESULT_OK;
+	int n = xq != NULL ?
+	    snprintf(rq->durable_name, sizeof(rq->durable_name), QUEUE_PREFIX "%.*s",
+	    (int)xq->value_len, xq->value) :
+	    snprintf(rq->durable_name, sizeof(rq->durable_name),
+	    QUEUE_PREFIX "stomp-subscription-%" PRIu64, c->broker->dests.next_sub_seq);
+	if (n < 0 || (size_t)n >= sizeof(rq->durable_name))
+		return fail_oom(c, f);  /* cannot be: checked (subscribe_queue_name) */
+	rq->durable_len = (size_t)n;
+	rq->sub_queue = true;
+	return RESULT_OK;
+}
+
 /* The destination, id, ack mode, prefetch, consumer options and durable
  * name of a SUBSCRIBE; RESULT_OK, or RESULT_FAILED after the ERROR. */
 static enum result
@@ -837,6 +899,8 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (subscribe_consumer(c, f, rq) != RESULT_OK)
 		return RESULT_FAILED;
 
+	if (rq->kind == ADDR_TOPIC && subscribe_queue_name(c, f) != RESULT_OK)
+		return RESULT_FAILED;
 	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
 	rq->selector = frame_get(f, HDR_SELECTOR);
@@ -845,7 +909,7 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (rq->selector != NULL && rq->durable)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
-	return RESULT_OK;
+	return subscribe_sub_queue(c, f, rq);
 }
 
 /* The compiled selector into *sel (NULL if none); RESULT_FAILED after the
@@ -871,7 +935,7 @@ static enum result
 fail_durable_in_use(struct conn *c, const struct frame *f, const char *name)
 {
 	return fail(c, f, "durable subscription in use", "Another connection is subscribed to "
-	    "durable subscription '%s'.", name + strlen(DURABLE_PREFIX));
+	    "durable subscription '%s'.", durable_shown(name));
 }
 
 /* The destination the subscription takes messages from: a durable
@@ -904,6 +968,16 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 		    rq->ref.len, &why);
 		if (d == NULL && why == DURABLE_IN_USE)
 			*res = fail_durable_in_use(c, f, rq->durable_name);
+		return d;
+	}
+	if (rq->sub_queue) {
+		enum durable_open_error why;
+		d = subscription_queue_open(c->broker, rq->durable_name, rq->durable_len,
+		    rq->ref.name, rq->ref.len, &why);
+		if (d == NULL && why == DURABLE_TAKEN)
+			*res = fail(c, f, "precondition_failed", "x-queue-name names queue '%s', "
+			    "which exists and is not a subscription queue of '%.*s'.",
+			    rq->durable_name, SHOWN(rq->ref.h));
 		return d;
 	}
 	if (rq->tq != NULL)
@@ -996,7 +1070,7 @@ static enum result
 end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool had_sub)
 {
 	struct dest *q = dests_find(&c->broker->dests, name, len);
-	const char *shown = name + strlen(DURABLE_PREFIX);
+	const char *shown = durable_shown(name);
 	const struct backend *be = c->broker->backend;
 	if (be != NULL && be->ops->durable_close != NULL) {
 		/* JetStream knows whether it exists; ending one that does not is

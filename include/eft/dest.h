@@ -117,6 +117,7 @@ struct dests {
 	 * topics whose name is a malformed pattern, kept out of the tree. */
 	struct subjects *topics;
 	size_t npatterns, nodd;
+	size_t nbound;       /* queues fed by a topic (dest_bind): publishes look for them */
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -248,6 +249,10 @@ void dest_dispatch(struct dest *d);
 int dest_bind(struct dest *queue, struct dest *topic);
 void dest_unbind(struct dest *queue);
 struct dest *dest_bound_topic(const struct dest *queue);   /* NULL: not durable */
+/* A subscription queue (durable.h): dests_release deletes it, with what it
+ * holds, once it has no subscriber and nothing handed out. */
+void dest_set_auto_delete(struct dest *queue, bool on);
+bool dest_auto_delete(const struct dest *queue);
 /* The durable queues a topic feeds, *n of them. */
 struct dest *const *dest_feeds(const struct dest *topic, size_t *n);
 /* Take every queued message off d: fn (if not NULL) sees each before its

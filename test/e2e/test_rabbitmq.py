@@ -1,0 +1,117 @@
+"""RabbitMQ's queue semantics on topic subscriptions (issue 25): in RabbitMQ
+every topic subscription reads from a queue of its own, so prefetch-count
+limits what it holds unacknowledged and the rest waits; x-queue-name names
+that queue, which /queue/NAME and /amq/queue/NAME then reach, and which the
+subscription's last subscriber takes with it when it leaves (unless it is a
+durable subscription's)."""
+
+import unittest
+
+from harness import BrokerTest, expect_messages, expect_receipt, send_receipted, subscribe
+
+
+def send_all(c, sends):
+    send_receipted(c, [(d, body, ()) for d, body in sends])
+
+
+def ack(c, f, rid=None):
+    h = [("id", f["ack"])] + ([("receipt", rid)] if rid else [])
+    c.send_frame("ACK", h)
+    if rid:
+        expect_receipt(c, rid)
+
+
+class TopicPrefetch(BrokerTest):
+
+    def test_prefetch_count_limits_a_topic_subscription(self):
+        c = self.client()
+        subscribe(c, "/topic/prices", sid="p", ack="client-individual",
+                  headers=[("prefetch-count", "2")])
+        send_all(self.client(), [("/topic/prices", str(i)) for i in range(5)])
+        first = expect_messages(c, 2)
+        self.assertEqual([f.body for f in first], [b"0", b"1"])
+        self.assertEqual({f["destination"] for f in first}, {"/topic/prices"})
+        self.assertEqual({f["subscription"] for f in first}, {"p"})
+        # The rest waited: each ACK lets one more through, in order.
+        ack(c, first[0])
+        self.assertEqual([f.body for f in expect_messages(c, 1)], [b"2"])
+        ack(c, first[1])
+        self.assertEqual([f.body for f in expect_messages(c, 1)], [b"3"])
+
+    def test_what_waits_goes_with_the_subscriber(self):
+        c = self.client()
+        subscribe(c, "/topic/prices", sid="p", ack="client", headers=[("prefetch-count", "1"),
+                                                                       ("x-queue-name", "mine")])
+        p = self.client()
+        send_all(p, [("/topic/prices", str(i)) for i in range(3)])
+        expect_messages(c, 1)
+        send_all(p, [("/amq/queue/mine", "direct")])   # while it lasts, its queue exists
+        c.send_frame("UNSUBSCRIBE", [("id", "p"), ("receipt", "gone")])
+        expect_receipt(c, "gone")
+        p.send_frame("SEND", [("destination", "/amq/queue/mine")], b"late")
+        f = p.expect_error_and_close()
+        self.assertEqual(f["message"], "not_found")
+
+
+class XQueueName(BrokerTest):
+
+    def test_the_named_queue_is_reached_by_both_its_names(self):
+        c = self.client()
+        subscribe(c, "/exchange/amq.topic/news", sid="n", headers=[("x-queue-name", "news-q")])
+        send_all(self.client(), [("/topic/news", "topic"), ("/queue/news-q", "queue"),
+                                 ("/amq/queue/news-q", "amq")])
+        got = sorted((f.body.decode(), f["subscription"]) for f in expect_messages(c, 3))
+        self.assertEqual(got, [("amq", "n"), ("queue", "n"), ("topic", "n")])
+
+    def test_subscribers_with_one_name_share_its_messages(self):
+        a, b = self.client(), self.client()
+        for c in (a, b):
+            subscribe(c, "/topic/work", sid="w", headers=[("x-queue-name", "workers")])
+        send_all(self.client(), [("/topic/work", str(i)) for i in range(4)])
+        got = [f.body for f in a.read_frames(2)] + [f.body for f in b.read_frames(2)]
+        a.expect_nothing()
+        b.expect_nothing()
+        self.assertEqual(sorted(got), [b"0", b"1", b"2", b"3"])
+
+    def test_naming_an_ordinary_queue_is_a_precondition_failure(self):
+        send_all(self.client(), [("/queue/plain", "kept")])
+        c = self.client()
+        c.send_frame("SUBSCRIBE", [("destination", "/topic/t"), ("id", "0"),
+                                   ("x-queue-name", "plain")])
+        f = c.expect_error_and_close()
+        self.assertEqual(f["message"], "precondition_failed")
+        self.assertIn("x-queue-name", f.body.decode())
+        r = self.client()
+        subscribe(r, "/queue/plain", sid="q")
+        self.assertEqual([f.body for f in expect_messages(r, 1)], [b"kept"])
+
+    def test_an_empty_name_is_refused(self):
+        c = self.client()
+        c.send_frame("SUBSCRIBE", [("destination", "/topic/t"), ("id", "0"),
+                                   ("x-queue-name", "")])
+        self.assertEqual(c.expect_error_and_close()["message"], "bad x-queue-name")
+
+    def test_a_durable_subscription_is_the_named_queue(self):
+        durable = [("durable", "true"), ("auto-delete", "false"), ("x-queue-name", "kept")]
+        c = self.client()
+        subscribe(c, "/topic/dur", sid="d1", headers=durable)
+        c.close()
+        send_all(self.client(), [("/topic/dur", "while away")])
+        r = self.client()
+        subscribe(r, "/amq/queue/kept", sid="q")
+        f = expect_messages(r, 1)[0]
+        self.assertEqual((f.body, f["destination"]), (b"while away", "/topic/dur"))
+        r.send_frame("UNSUBSCRIBE", [("id", "q"), ("receipt", "left")])
+        expect_receipt(r, "left")
+        # RabbitMQ's UNSUBSCRIBE names it the same way, and ends it.
+        u = self.client()
+        u.send_frame("UNSUBSCRIBE", [("id", "d1"), ("destination", "/topic/dur"),
+                                     ("durable", "true"), ("x-queue-name", "kept"),
+                                     ("receipt", "ended")])
+        expect_receipt(u, "ended")
+        u.send_frame("SEND", [("destination", "/amq/queue/kept")], b"late")
+        self.assertEqual(u.expect_error_and_close()["message"], "not_found")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,248 @@
+/* test_subqueue.c - RabbitMQ's queue semantics on topic subscriptions
+ * (durable.h): prefetch-count on a topic subscription, whose messages wait
+ * in a queue of its own; x-queue-name naming that queue; the queue going
+ * with its last subscriber; and a plain topic publish untouched while no
+ * such queue exists.  Driven through real connections on the in-memory
+ * transport. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+
+#include "eft/broker.h"
+#include "eft/conn.h"
+#include "eft/durable.h"
+#include "eft/server.h"
+#include "eft/sub.h"
+#include "memclient.h"
+
+struct fixture {
+	struct event_base *base;
+	struct config cfg;
+	struct broker *b;
+	struct memclients mc;
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	fx->base = event_base_new();
+	config_defaults(&fx->cfg);
+	log_set_level(EFT_LOG_ERROR);
+	fx->b = server_new(fx->base, &fx->cfg);
+	*state = fx;
+	return fx->base && fx->b ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *fx = *state;
+	server_free(fx->b);
+	memclients_free(&fx->mc);
+	event_base_free(fx->base);
+	free(fx);
+	return 0;
+}
+
+static struct conn *
+client(struct fixture *fx)
+{
+	return mem_client(&fx->mc, fx->b, "1.2");
+}
+
+static void
+send_to(struct conn *c, const char *dest, const char *body)
+{
+	char frame[512];
+	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
+	feed(c, frame);
+}
+
+static struct dest *
+find(struct fixture *fx, const char *name)
+{
+	return dests_find(&fx->b->dests, name, strlen(name));
+}
+
+static void
+check(struct dest *d)
+{
+	const char *why = dest_check(d);
+	if (why != NULL)
+		fail_msg("%s: %s", dest_name(d), why);
+}
+
+/* The ack id of the last MESSAGE in out, into buf. */
+static void
+last_ack(const char *out, char *buf, size_t size)
+{
+	const char *ack = NULL;
+	for (const char *q = out; (q = strstr(q, "\nack:")) != NULL; q += 5)
+		ack = q + 5;
+	assert_non_null(ack);
+	snprintf(buf, size, "%.*s", (int)strcspn(ack, "\n"), ack);
+}
+
+static void
+test_prefetch_limits_a_topic_subscription(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx), *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:s\ndestination:/topic/t\nack:client-individual\n"
+	    "prefetch-count:2\n\n");
+	assert_int_equal(fx->b->dests.nbound, 1);
+	for (int i = 0; i < 5; i++)
+		send_to(p, "/topic/t", "m");
+	char *out = output(c);
+	assert_int_equal(count(out, "MESSAGE\n"), 2);
+	/* The topic is the destination the subscriber sees. */
+	assert_non_null(strstr(out, "destination:/topic/t\n"));
+	char ack[64], frame[128];
+	last_ack(out, ack, sizeof(ack));
+	free(out);
+	struct sub *s;
+	HASH_FIND(hh, c->session->ep.subs, "s", 1, s);
+	assert_non_null(s);
+	struct dest *q = s->dest;
+	assert_int_equal(dest_kind(q), DEST_QUEUE);
+	assert_true(dest_auto_delete(q));
+	assert_int_equal(dest_depth(q), 3);
+	check(q);
+	snprintf(frame, sizeof(frame), "ACK\nid:%s\n\n", ack);
+	feed(c, frame);
+	out = output(c);
+	assert_int_equal(count(out, "MESSAGE\n"), 1);
+	free(out);
+	assert_int_equal(dest_depth(q), 2);
+
+	/* The subscriber leaves: its queue goes with what it held, and the
+	 * topic, which nobody else holds, with it. */
+	feed(c, "UNSUBSCRIBE\nid:s\n\n");
+	assert_int_equal(fx->b->dests.nbound, 0);
+	assert_null(find(fx, "/topic/t"));
+	assert_int_equal(fx->b->dests.count, 0);
+}
+
+static void
+test_auto_ack_and_selectors_stay_direct(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:a\ndestination:/topic/t\nprefetch-count:2\n\n");
+	feed(c, "SUBSCRIBE\nid:b\ndestination:/topic/t\nack:client\n\n");
+	feed(c, "SUBSCRIBE\nid:c\ndestination:/topic/t\nack:client\nprefetch-count:1\n"
+	    "selector:x = 1\n\n");
+	assert_int_equal(fx->b->dests.nbound, 0);
+	assert_int_equal(fx->b->dests.count, 1);
+	char *out = output(c);
+	assert_int_equal(count(out, "ERROR"), 0);
+	free(out);
+}
+
+static void
+test_x_queue_name_names_a_shared_queue(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
+	feed(a, "SUBSCRIBE\nid:s\ndestination:/exchange/amq.topic/news\nx-queue-name:readers\n\n");
+	feed(b, "SUBSCRIBE\nid:s\ndestination:/topic/news\nx-queue-name:readers\n\n");
+	struct dest *q = find(fx, "/queue/readers");
+	assert_non_null(q);
+	assert_int_equal(dest_subscribers(q), 2);
+	assert_string_equal(dest_name(dest_bound_topic(q)), "/topic/news");
+	/* Once each through the topic, and straight to the queue by both its names. */
+	send_to(p, "/topic/news", "1");
+	send_to(p, "/topic/news", "2");
+	send_to(p, "/queue/readers", "3");
+	send_to(p, "/amq/queue/readers", "4");
+	char *oa = output(a), *ob = output(b), *op = output(p);
+	assert_int_equal(count(oa, "MESSAGE\n") + count(ob, "MESSAGE\n"), 4);
+	assert_int_equal(count(oa, "MESSAGE\n"), 2);
+	assert_string_equal(op, "");
+	free(oa);
+	free(ob);
+	free(op);
+	check(q);
+	feed(a, "UNSUBSCRIBE\nid:s\n\n");
+	assert_ptr_equal(find(fx, "/queue/readers"), q);
+	conn_free(b);
+	assert_null(find(fx, "/queue/readers"));
+	assert_null(find(fx, "/topic/news"));
+}
+
+static void
+test_x_queue_name_of_another_queue_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx);
+	send_to(p, "/queue/plain", "kept");
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:s\ndestination:/topic/t\nx-queue-name:plain\n\n");
+	char *out = output(c);
+	assert_non_null(strstr(out, "ERROR\n"));
+	assert_non_null(strstr(out, "message:precondition_failed\n"));
+	free(out);
+	assert_int_equal(dest_depth(find(fx, "/queue/plain")), 1);
+	assert_int_equal(fx->b->dests.nbound, 0);
+
+	struct conn *e = client(fx);
+	feed(e, "SUBSCRIBE\nid:s\ndestination:/topic/t\nx-queue-name:\n\n");
+	out = output(e);
+	assert_non_null(strstr(out, "message:bad x-queue-name\n"));
+	free(out);
+	struct conn *sel = client(fx);
+	feed(sel, "SUBSCRIBE\nid:s\ndestination:/topic/t\nx-queue-name:q\nselector:x = 1\n\n");
+	out = output(sel);
+	assert_non_null(strstr(out, "message:selectors with x-queue-name are not supported\n"));
+	free(out);
+}
+
+static void
+test_durable_x_queue_name(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:d1\ndestination:/topic/dur\ndurable:true\nauto-delete:false\n"
+	    "x-queue-name:kept\n\n");
+	struct dest *q = find(fx, "/queue/kept");
+	assert_non_null(q);
+	assert_false(dest_auto_delete(q));
+	assert_int_equal(fx->b->durables, 1);
+	conn_free(c);
+	struct conn *p = client(fx);
+	send_to(p, "/topic/dur", "while away");
+	assert_int_equal(dest_depth(q), 1);
+	/* RabbitMQ's UNSUBSCRIBE names it the same way. */
+	struct conn *u = client(fx);
+	feed(u, "UNSUBSCRIBE\nid:d1\ndestination:/topic/dur\ndurable:true\nx-queue-name:kept\n\n");
+	char *out = output(u);
+	assert_string_equal(out, "");
+	free(out);
+	assert_int_equal(fx->b->durables, 0);
+	assert_null(find(fx, "/queue/kept"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_prefetch_limits_a_topic_subscription, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_auto_ack_and_selectors_stay_direct, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_x_queue_name_names_a_shared_queue, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_x_queue_name_of_another_queue_is_refused,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_durable_x_queue_name, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
