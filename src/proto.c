@@ -287,26 +287,32 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
  * went is noted: it may have to wait for the backend (proto_handle).  -1
  * if out of memory. */
 static __attribute__((noinline)) int
-send_receipt_tracked(struct conn *c, const struct header *r)
+send_receipt_tracked(struct conn *c, const char *id, size_t len)
 {
 	uint64_t at = conn_out_pos(c);
-	if (wire_receipt(&c->out, c->session->version, r->value, r->value_len) != 0)
+	if (wire_receipt(&c->out, c->session->version, id, len) != 0)
 		return -1;
-	c->receipt_at = at;
+	/* A COMMIT writes its SENDs' RECEIPTs before its own: one range. */
+	if (c->receipt_end == 0)
+		c->receipt_at = at;
 	c->receipt_end = conn_out_pos(c);
 	return 0;
+}
+
+static inline int
+send_receipt_id(struct conn *c, const char *id, size_t len)
+{
+	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
+	if (__builtin_expect(c->receipt_tracked, 0))
+		return send_receipt_tracked(c, id, len);
+	return wire_receipt(&c->out, c->session->version, id, len);
 }
 
 static inline int
 send_receipt(struct conn *c, const struct frame *f)
 {
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r == NULL)
-		return 0;
-	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
-	if (__builtin_expect(c->receipt_tracked, 0))
-		return send_receipt_tracked(c, r);
-	return wire_receipt(&c->out, c->session->version, r->value, r->value_len);
+	return r != NULL ? send_receipt_id(c, r->value, r->value_len) : 0;
 }
 
 /* ---- CONNECT / STOMP ---- */
@@ -619,8 +625,10 @@ handle_send(struct conn *c, struct frame *f)
 		    be->ops->check(be->impl, (int)kind, ref.name, ref.len, m, &why) : 0;
 		if (rc == BACKEND_DOWN)
 			rc = 0; /* the COMMIT finds out, when it checks again */
+		const struct header *rh = frame_get(f, HDR_RECEIPT);
 		if (rc == 0)
-			rc = tx_add_send(t, m, ref.name, ref.len, kind);
+			rc = tx_add_send(t, m, ref.name, ref.len, kind, rh ? rh->value : NULL,
+			    rh ? rh->value_len : 0);
 	}
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
@@ -634,7 +642,8 @@ handle_send(struct conn *c, struct frame *f)
 		conn_pause(c, NULL);
 	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
-	return RESULT_OK;
+	/* In a transaction its RECEIPT comes at COMMIT (RabbitMQ's way). */
+	return t == NULL ? RESULT_OK : RESULT_DONE;
 }
 
 /* ---- SUBSCRIBE / UNSUBSCRIBE ---- */
@@ -1202,6 +1211,15 @@ handle_begin(struct conn *c, struct frame *f)
 	return tx_begin(c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
 }
 
+/* The RECEIPT of a SEND in a committed transaction. */
+static void
+commit_receipt(void *arg, const char *id, size_t len)
+{
+	struct conn *c = arg;
+	if (send_receipt_id(c, id, len) != 0)
+		log_error("%s: out of memory writing RECEIPT", c->peer);
+}
+
 static enum result
 end_tx(struct conn *c, struct frame *f, bool commit)
 {
@@ -1220,7 +1238,7 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		tx_abort(c->session, t);
 		return fail_unstored(c, f);
 	}
-	int rc = tx_commit(c->session, t);
+	int rc = tx_commit(c->session, t, commit_receipt, c);
 	return rc == 0 ? RESULT_OK : rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);
 }
 
