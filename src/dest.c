@@ -73,8 +73,9 @@ struct dest {
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
-	bool auto_delete;                     /* a subscription queue: deleted with its last
-	                                         subscriber (dest_set_auto_delete) */
+	bool auto_delete;                     /* deleted with its last subscriber
+	                                         (dest_set_auto_delete) */
+	bool transient;                       /* the journal keeps none of its messages */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
 	uint64_t published;                   /* messages published to it (the admin API) */
@@ -1450,6 +1451,18 @@ bool
 dest_auto_delete(const struct dest *queue)
 {
 	return queue->auto_delete;
+}
+
+void
+dest_set_transient(struct dest *queue, bool on)
+{
+	queue->transient = on;
+}
+
+bool
+dest_transient(const struct dest *queue)
+{
+	return queue->transient;
 }
 
 struct dest *

@@ -152,6 +152,7 @@ subscription_queue_open(struct broker *b, const char *name, size_t len, const ch
 		return NULL;
 	}
 	dest_set_auto_delete(q, true);
+	dest_set_transient(q, true);
 	log_debug("subscription queue %s on %s created", name, topic);
 	return q;
 }

@@ -672,6 +672,9 @@ struct sub_request {
 	 * (durable.h), named in durable_name: RabbitMQ's x-queue-name, or
 	 * one for its prefetch-count. */
 	bool sub_queue;
+	/* RabbitMQ's durable and auto-delete on a /queue/ SUBSCRIBE: given
+	 * (has_), and their values (defaults: durable, not auto-delete). */
+	bool has_durable, has_auto_delete, queue_durable, queue_auto_delete;
 	const struct header *selector;    /* NULL: every message */
 };
 
@@ -805,6 +808,32 @@ subscribe_queue_name(struct conn *c, struct frame *f)
 	return RESULT_OK;
 }
 
+/* RabbitMQ's durable and auto-delete headers on a /queue/ SUBSCRIBE (not
+ * /amq/queue/, which only names a queue that exists): what the queue is
+ * made as, and checked against one there already.  Not in cluster mode,
+ * where JetStream keeps every queue.  RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_queue_flags(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	if (rq->kind != ADDR_QUEUE || rq->ref.alias == ALIAS_QUEUE)
+		return RESULT_OK;
+	bool durable, auto_delete;
+	if (header_flag(c, f, "durable", &durable) != RESULT_OK ||
+	    header_flag(c, f, "auto-delete", &auto_delete) != RESULT_OK)
+		return RESULT_FAILED;
+	rq->has_durable = frame_find(f, "durable") != NULL;
+	rq->has_auto_delete = frame_find(f, "auto-delete") != NULL;
+	rq->queue_durable = !rq->has_durable || durable;
+	rq->queue_auto_delete = auto_delete;
+	const struct backend *be = c->broker->backend;
+	if ((!rq->queue_durable || rq->queue_auto_delete) && be != NULL &&
+	    be->ops->interest_added != NULL)
+		return fail(c, f, "durable:false and auto-delete:true are not supported in cluster "
+		    "mode", "In cluster mode every queue is kept in JetStream; subscribe without "
+		    "durable:false or auto-delete:true.");
+	return RESULT_OK;
+}
+
 /* Does a (not durable) topic subscription get a queue of its own (durable.h)?
  * With x-queue-name it does; with client acks and a prefetch-count too, but
  * not with a selector (messages it does not want would wait in its queue),
@@ -905,7 +934,8 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    SHOWN_N(ph->value, ph->value_len, 100));
 	rq->opt.prefetch = (uint32_t)prefetch;
-	if (subscribe_consumer(c, f, rq) != RESULT_OK)
+	if (subscribe_consumer(c, f, rq) != RESULT_OK ||
+	    subscribe_queue_flags(c, f, rq) != RESULT_OK)
 		return RESULT_FAILED;
 
 	if (rq->kind == ADDR_TOPIC && subscribe_queue_name(c, f) != RESULT_OK)
@@ -945,6 +975,45 @@ fail_durable_in_use(struct conn *c, const struct frame *f, const char *name)
 {
 	return fail(c, f, "durable subscription in use", "Another connection is subscribed to "
 	    "durable subscription '%s'.", durable_shown(name));
+}
+
+/* A queue's durable or auto-delete header that differs from what the queue
+ * is: RabbitMQ's PRECONDITION_FAILED (inequivalent arg). */
+static enum result
+fail_inequivalent(struct conn *c, const struct frame *f, const struct dest *d, const char *header,
+    bool asked, bool is)
+{
+	return fail(c, f, "precondition_failed", "Queue '%s' exists with %s:%s, and this "
+	    "SUBSCRIBE asks for %s:%s.", dest_name(d) + QUEUE_PREFIX_LEN, header,
+	    is ? "true" : "false", header, asked ? "true" : "false");
+}
+
+/* A /queue/ SUBSCRIBE's queue: made as its durable and auto-delete headers
+ * say, or, if it is there, checked against those given.  NULL with *res
+ * as for subscribe_target. */
+static struct dest *
+subscribe_queue(struct conn *c, struct frame *f, const struct sub_request *rq, enum result *res)
+{
+	struct dests *dests = &c->broker->dests;
+	struct dest *d = dests_find(dests, rq->ref.name, rq->ref.len);
+	if (d == NULL) {
+		d = dests_get(dests, rq->ref.name, rq->ref.len, DEST_QUEUE);
+		if (d != NULL && dest_kind(d) == DEST_QUEUE) {
+			dest_set_transient(d, !rq->queue_durable || rq->queue_auto_delete);
+			dest_set_auto_delete(d, rq->queue_auto_delete);
+		}
+		return d;
+	}
+	if (dest_kind(d) != DEST_QUEUE)
+		return d;
+	if (rq->has_auto_delete && rq->queue_auto_delete != dest_auto_delete(d))
+		*res = fail_inequivalent(c, f, d, "auto-delete", rq->queue_auto_delete,
+		    dest_auto_delete(d));
+	else if (rq->has_durable && rq->queue_durable == dest_transient(d))
+		*res = fail_inequivalent(c, f, d, "durable", rq->queue_durable, !dest_transient(d));
+	else
+		return d;
+	return NULL;
 }
 
 /* The destination the subscription takes messages from: a durable
@@ -991,6 +1060,8 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 	}
 	if (rq->tq != NULL)
 		return rq->tq->dest;
+	if (rq->kind == ADDR_QUEUE && rq->ref.alias != ALIAS_QUEUE)
+		return subscribe_queue(c, f, rq, res);
 	return dests_get(dests, rq->ref.name, rq->ref.len,
 	    rq->kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 }

@@ -95,11 +95,11 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		}
 	}
 	/* A persistent message is kept when it reaches a queue (temp-queues
-	 * live as their owner does, and subscription queues as their
-	 * subscribers do, so they keep nothing), with the expiry the queue
-	 * gives it. */
+	 * live as their owner does, and transient queues, subscription queues
+	 * among them, are lost at a restart, so they keep nothing), with the
+	 * expiry the queue gives it. */
 	if (m->persistent && b->backend != NULL && dest_kind(d) == DEST_QUEUE &&
-	    dest_temp(d) == NULL && !dest_auto_delete(d)) {
+	    dest_temp(d) == NULL && !dest_transient(d)) {
 		dest_stamp(d, m);
 		if (backend_keep(b->backend, d, m) != 0)
 			return -1;

@@ -249,10 +249,15 @@ void dest_dispatch(struct dest *d);
 int dest_bind(struct dest *queue, struct dest *topic);
 void dest_unbind(struct dest *queue);
 struct dest *dest_bound_topic(const struct dest *queue);   /* NULL: not durable */
-/* A subscription queue (durable.h): dests_release deletes it, with what it
- * holds, once it has no subscriber and nothing handed out. */
+/* An auto-delete queue (a subscription queue, durable.h, or RabbitMQ's
+ * auto-delete:true): dests_release deletes it, with what it holds, once it
+ * has no subscriber and nothing handed out. */
 void dest_set_auto_delete(struct dest *queue, bool on);
 bool dest_auto_delete(const struct dest *queue);
+/* A transient queue (RabbitMQ's durable:false, and every auto-delete one):
+ * the journal keeps none of its messages, so none outlives a restart. */
+void dest_set_transient(struct dest *queue, bool on);
+bool dest_transient(const struct dest *queue);
 /* The durable queues a topic feeds, *n of them. */
 struct dest *const *dest_feeds(const struct dest *topic, size_t *n);
 /* Take every queued message off d: fn (if not NULL) sees each before its

@@ -7,7 +7,8 @@ durable subscription's)."""
 
 import unittest
 
-from harness import BrokerTest, expect_messages, expect_receipt, send_receipted, subscribe
+from harness import (BrokerTest, DataDirTest, expect_messages, expect_receipt, send_receipted,
+                     subscribe)
 
 
 def send_all(c, sends):
@@ -111,6 +112,60 @@ class XQueueName(BrokerTest):
         expect_receipt(u, "ended")
         u.send_frame("SEND", [("destination", "/amq/queue/kept")], b"late")
         self.assertEqual(u.expect_error_and_close()["message"], "not_found")
+
+
+class QueueFlags(BrokerTest):
+    """durable and auto-delete on a /queue/ SUBSCRIBE, as RabbitMQ declares
+    the queue with them."""
+
+    def test_an_auto_delete_queue_goes_with_its_last_subscriber(self):
+        c = self.client()
+        subscribe(c, "/queue/ad", sid="a", ack="client", headers=[("auto-delete", "true"),
+                                                                  ("prefetch-count", "1")])
+        p = self.client()
+        send_all(p, [("/queue/ad", "1"), ("/queue/ad", "2")])
+        expect_messages(c, 1)
+        send_all(p, [("/amq/queue/ad", "3")])   # it is there while subscribed
+        c.send_frame("UNSUBSCRIBE", [("id", "a"), ("receipt", "gone")])
+        expect_receipt(c, "gone")
+        p.send_frame("SEND", [("destination", "/amq/queue/ad")], b"late")
+        self.assertEqual(p.expect_error_and_close()["message"], "not_found")
+
+    def test_flags_unlike_the_queue_are_a_precondition_failure(self):
+        send_all(self.client(), [("/queue/plain", "kept")])
+        for header, value in (("auto-delete", "true"), ("durable", "false")):
+            c = self.client()
+            c.send_frame("SUBSCRIBE", [("destination", "/queue/plain"), ("id", "0"),
+                                       (header, value)])
+            f = c.expect_error_and_close()
+            self.assertEqual(f["message"], "precondition_failed")
+            self.assertIn(header + ":" + value, f.body.decode())
+        r = self.client()
+        subscribe(r, "/queue/plain", sid="q", headers=[("durable", "true"), ("auto-delete", "false")])
+        self.assertEqual([f.body for f in expect_messages(r, 1)], [b"kept"])
+
+
+class NotJournaled(DataDirTest):
+    """A durable:false queue, an auto-delete one and a topic subscription's
+    queue keep no message in the journal, persistent or not: none outlives
+    a restart, as with RabbitMQ."""
+    data_prefix = "eftd-rmqsub-"
+
+    def test_transient_queues_lose_their_messages_at_a_restart(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        subscribe(c, "/queue/scratch", sid="s", ack="client", headers=[("durable", "false"),
+                                                                       ("prefetch-count", "1")])
+        subscribe(c, "/topic/t", sid="t", ack="client", headers=[("x-queue-name", "tq"),
+                                                                 ("prefetch-count", "1")])
+        p = self.connect(b)
+        send_receipted(p, [("/queue/scratch", "s%d" % i, [("persistent", "true")]) for i in range(3)] +
+                       [("/topic/t", "t%d" % i, [("persistent", "true")]) for i in range(3)] +
+                       [("/queue/kept", "kept", [("persistent", "true")])])
+        self.assertEqual(len(c.read_frames(2)), 2)
+        b.crash()
+        b = self.start_on_data("")
+        self.assertIn("1 message back on 1 queue", b.read_log())
 
 
 if __name__ == "__main__":

@@ -230,6 +230,77 @@ test_durable_x_queue_name(void **state)
 	assert_null(find(fx, "/queue/kept"));
 }
 
+static void
+test_auto_delete_queue_goes_with_its_last_subscriber(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
+	feed(a, "SUBSCRIBE\nid:s\ndestination:/queue/ad\nauto-delete:true\nack:client\n"
+	    "prefetch-count:1\n\n");
+	feed(b, "SUBSCRIBE\nid:s\ndestination:/queue/ad\nauto-delete:true\n\n");
+	struct dest *q = find(fx, "/queue/ad");
+	assert_non_null(q);
+	assert_true(dest_auto_delete(q));
+	assert_true(dest_transient(q));
+	feed(b, "UNSUBSCRIBE\nid:s\n\n");
+	send_to(p, "/queue/ad", "1");
+	send_to(p, "/queue/ad", "2");
+	assert_int_equal(dest_depth(q), 1);
+	check(q);
+	/* Its last subscriber leaves: the unacknowledged message comes back
+	 * and goes with the queue. */
+	conn_free(a);
+	assert_null(find(fx, "/queue/ad"));
+	assert_int_equal(fx->b->dests.count, 0);
+}
+
+static void
+test_durable_and_auto_delete_must_match_the_queue(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx);
+	send_to(p, "/queue/plain", "kept");
+	static const char *const asks[][2] = {
+		{ "auto-delete:true", "auto-delete" },
+		{ "durable:false", "durable" },
+		{ "durable:False\nauto-delete:false", "durable" },
+	};
+	for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		struct conn *c = client(fx);
+		char frame[256];
+		snprintf(frame, sizeof(frame), "SUBSCRIBE\nid:s\ndestination:/queue/plain\n%s\n\n",
+		    asks[i][0]);
+		feed(c, frame);
+		char *out = output(c);
+		assert_non_null(strstr(out, "message:precondition_failed\n"));
+		assert_non_null(strstr(out, asks[i][1]));
+		free(out);
+	}
+	/* What it is already, said or not, is fine. */
+	struct conn *ok = client(fx);
+	feed(ok, "SUBSCRIBE\nid:s\ndestination:/queue/plain\ndurable:true\nauto-delete:false\n\n");
+	char *out = output(ok);
+	assert_null(strstr(out, "ERROR"));
+	assert_non_null(strstr(out, "\n\nkept|"));
+	free(out);
+	/* A queue made durable:false keeps nothing in a journal, and says so
+	 * to the next that asks otherwise. */
+	struct conn *t = client(fx);
+	feed(t, "SUBSCRIBE\nid:s\ndestination:/queue/scratch\ndurable:false\n\n");
+	assert_true(dest_transient(find(fx, "/queue/scratch")));
+	assert_false(dest_auto_delete(find(fx, "/queue/scratch")));
+	struct conn *d = client(fx);
+	feed(d, "SUBSCRIBE\nid:s\ndestination:/queue/scratch\ndurable:true\n\n");
+	out = output(d);
+	assert_non_null(strstr(out, "message:precondition_failed\n"));
+	free(out);
+	struct conn *bad = client(fx);
+	feed(bad, "SUBSCRIBE\nid:s\ndestination:/queue/x\nauto-delete:yes\n\n");
+	out = output(bad);
+	assert_non_null(strstr(out, "message:bad auto-delete\n"));
+	free(out);
+}
+
 int
 main(void)
 {
@@ -243,6 +314,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_x_queue_name_of_another_queue_is_refused,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_durable_x_queue_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_auto_delete_queue_goes_with_its_last_subscriber,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_durable_and_auto_delete_must_match_the_queue,
+		    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
