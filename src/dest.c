@@ -72,6 +72,7 @@ struct dest {
 	size_t nlocks;                        /* ... its subscriptions that locked it */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
+	struct dest_policy *own_policy;       /* set by dest_set_policy (policy points at it) */
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
 	bool auto_delete;                     /* deleted with its last subscriber
 	                                         (dest_set_auto_delete) */
@@ -378,6 +379,14 @@ dest_is_pattern(const struct dest *d)
 	return d->pattern;
 }
 
+/* Does a queue of policy p take a message as it is (no lifetime to stamp,
+ * no room to make, no priority to cap)? */
+static bool
+policy_plain(const struct dest_policy *p)
+{
+	return p->message_ttl_ms == 0 && p->overflow == OVERFLOW_BLOCK && p->max_priority == 0;
+}
+
 struct dest *
 dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 {
@@ -398,7 +407,7 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->kind = kind;
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
-	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
+	d->plain = policy_plain(d->policy);
 	if (kind == DEST_TOPIC && topic_index(t, d) != 0) {
 		free(d->name);
 		free(d);
@@ -426,6 +435,7 @@ dest_free(struct dests *t, struct dest *d)
 	if (d->kind == DEST_TOPIC)
 		topic_unindex(t, d);
 	free(d->feeds);
+	free(d->own_policy);
 	free(d->name);
 	free(d);
 }
@@ -445,8 +455,10 @@ dests_release(struct dests *t, struct dest *d)
 			dests_release(t, topic);
 		return;
 	}
+	/* A queue with a policy of its own (x- arguments) stays, as RabbitMQ's
+	 * declared queues do, unless it is an auto-delete one (above). */
 	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->holds > 0 || d->temp != NULL ||
-	    d->fed_by != NULL || d->nfeeds > 0)
+	    d->fed_by != NULL || d->nfeeds > 0 || d->own_policy != NULL)
 		return;
 	log_debug("destination %s removed", d->name);
 	dest_free(t, d);
@@ -670,6 +682,17 @@ const struct dest_policy *
 dest_policy(const struct dest *d)
 {
 	return d->policy;
+}
+
+int
+dest_set_policy(struct dest *d, const struct dest_policy *p)
+{
+	if (d->own_policy == NULL && (d->own_policy = malloc(sizeof(*d->own_policy))) == NULL)
+		return -1;
+	*d->own_policy = *p;
+	d->policy = d->own_policy;
+	d->plain = policy_plain(d->policy);
+	return 0;
 }
 
 size_t
@@ -1388,6 +1411,8 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 		return;
 	}
 	if (__builtin_expect(!d->plain || d->starved_head != NULL, 0)) {
+		if (d->policy->max_priority != 0 && m->priority > d->policy->max_priority)
+			m->priority = d->policy->max_priority; /* the queue's own is its own copy */
 		if (d->policy->message_ttl_ms != 0)
 			dest_stamp(d, m); /* later than now: it did not expire */
 		if (d->starved_head != NULL && offer(d, m))
@@ -1685,7 +1710,7 @@ dest_check(const struct dest *d)
 	if (d->starved_tail != prev || nstarved_part != d->nstarved_part)
 		return "starved list miscounted";
 	if (d->nsubs == 0 && d->q.count == 0 && d->temp == NULL && d->fed_by == NULL &&
-	    d->nfeeds == 0)
+	    d->nfeeds == 0 && d->own_policy == NULL)
 		return "an empty destination is kept";
 	if (d->fed_by != NULL && (d->kind != DEST_QUEUE || d->fed_by->kind != DEST_TOPIC))
 		return "a durable subscription is not a queue fed by a topic";

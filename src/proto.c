@@ -19,6 +19,7 @@
 #include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/durable.h"
+#include "eft/qargs.h"
 #include "eft/hold.h"
 #include "eft/log.h"
 #include "eft/msg.h"
@@ -675,6 +676,7 @@ struct sub_request {
 	/* RabbitMQ's durable and auto-delete on a /queue/ SUBSCRIBE: given
 	 * (has_), and their values (defaults: durable, not auto-delete). */
 	bool has_durable, has_auto_delete, queue_durable, queue_auto_delete;
+	struct queue_args qargs;          /* RabbitMQ's x- arguments for its queue (qargs.h) */
 	const struct header *selector;    /* NULL: every message */
 };
 
@@ -834,6 +836,39 @@ subscribe_queue_flags(struct conn *c, struct frame *f, struct sub_request *rq)
 	return RESULT_OK;
 }
 
+/* RabbitMQ's x- arguments on a SUBSCRIBE that has a queue to make: a
+ * /queue/ one, or a topic's (which they give a queue of its own).  Not on a
+ * durable subscription, and not in cluster mode.  RESULT_FAILED after the
+ * ERROR naming the header. */
+static enum result
+subscribe_qargs(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	const char *header;
+	char why[320];
+	if (qargs_read(f, &rq->qargs, &header, why, sizeof(why)) != 0) {
+		char message[64];
+		snprintf(message, sizeof(message), "bad %s", header);
+		return fail(c, f, message, "%s", why);
+	}
+	if (rq->qargs.given == 0)
+		return RESULT_OK;
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->interest_added != NULL)
+		return fail(c, f, "x- arguments are not supported in cluster mode",
+		    "In cluster mode JetStream keeps the queues; set limits with the "
+		    "configuration's policies instead.");
+	if (rq->durable)
+		return fail(c, f, "x- arguments on durable subscriptions are not supported",
+		    "Subscribe to the durable subscription without x- arguments; a policy in the "
+		    "configuration can set its limits.");
+	const char *dlq = rq->qargs.values.dead_letter_queue;
+	if ((rq->qargs.given & QARG_DEAD_LETTER) &&
+	    !auth_may_write(c->session->user, dlq, strlen(dlq)))
+		return refuse(c, f, "permission denied", "User '%s' may not send to '%s', which "
+		    "x-dead-letter-routing-key names.", auth_user_name(c->session->user), dlq);
+	return RESULT_OK;
+}
+
 /* Does a (not durable) topic subscription get a queue of its own (durable.h)?
  * With x-queue-name it does; with client acks and a prefetch-count too, but
  * not with a selector (messages it does not want would wait in its queue),
@@ -850,8 +885,12 @@ subscribe_sub_queue(struct conn *c, struct frame *f, struct sub_request *rq)
 		    "Subscribe to the topic without a selector, or without x-queue-name.");
 	const struct backend *be = c->broker->backend;
 	bool limits = rq->opt.ack != ACK_AUTO && rq->opt.prefetch > 0 && rq->selector == NULL;
-	if (xq == NULL && (!limits || (be != NULL && be->ops->interest_added != NULL)))
+	if (xq == NULL && rq->qargs.given == 0 &&
+	    (!limits || (be != NULL && be->ops->interest_added != NULL)))
 		return RESULT_OK;
+	if (rq->qargs.given != 0 && rq->selector != NULL)
+		return fail(c, f, "selectors with x- arguments on a topic are not supported",
+		    "Subscribe to the topic without a selector, or without x- arguments.");
 	int n = xq != NULL ?
 	    snprintf(rq->durable_name, sizeof(rq->durable_name), QUEUE_PREFIX "%.*s",
 	    (int)xq->value_len, xq->value) :
@@ -948,6 +987,10 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (rq->selector != NULL && rq->durable)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
+	bool makes_queue = rq->kind == ADDR_TOPIC ||
+	    (rq->kind == ADDR_QUEUE && rq->ref.alias != ALIAS_QUEUE);
+	if (makes_queue && subscribe_qargs(c, f, rq) != RESULT_OK)
+		return RESULT_FAILED;
 	return subscribe_sub_queue(c, f, rq);
 }
 
@@ -988,6 +1031,26 @@ fail_inequivalent(struct conn *c, const struct frame *f, const struct dest *d, c
 	    is ? "true" : "false", header, asked ? "true" : "false");
 }
 
+/* A queue just made takes the x- arguments given over its policy: 0, or -1
+ * if out of memory. */
+static int
+queue_set_qargs(struct dest *d, const struct queue_args *qa)
+{
+	if (qa->given == 0)
+		return 0;
+	struct dest_policy p = *dest_policy(d);
+	qargs_apply(qa, &p);
+	return dest_set_policy(d, &p);
+}
+
+/* An x- argument unlike the queue's: RabbitMQ's PRECONDITION_FAILED. */
+static enum result
+fail_qarg_differs(struct conn *c, const struct frame *f, const struct dest *d, const char *header)
+{
+	return fail(c, f, "precondition_failed", "Queue '%s' exists with another %s than this "
+	    "SUBSCRIBE gives (inequivalent arg).", dest_name(d), header);
+}
+
 /* A /queue/ SUBSCRIBE's queue: made as its durable and auto-delete headers
  * say, or, if it is there, checked against those given.  NULL with *res
  * as for subscribe_target. */
@@ -998,15 +1061,22 @@ subscribe_queue(struct conn *c, struct frame *f, const struct sub_request *rq, e
 	struct dest *d = dests_find(dests, rq->ref.name, rq->ref.len);
 	if (d == NULL) {
 		d = dests_get(dests, rq->ref.name, rq->ref.len, DEST_QUEUE);
-		if (d != NULL && dest_kind(d) == DEST_QUEUE) {
-			dest_set_transient(d, !rq->queue_durable || rq->queue_auto_delete);
-			dest_set_auto_delete(d, rq->queue_auto_delete);
+		if (d == NULL || dest_kind(d) != DEST_QUEUE)
+			return d;
+		if (queue_set_qargs(d, &rq->qargs) != 0) {
+			dests_release(dests, d);
+			return NULL;
 		}
+		dest_set_transient(d, !rq->queue_durable || rq->queue_auto_delete);
+		dest_set_auto_delete(d, rq->queue_auto_delete);
 		return d;
 	}
 	if (dest_kind(d) != DEST_QUEUE)
 		return d;
-	if (rq->has_auto_delete && rq->queue_auto_delete != dest_auto_delete(d))
+	const char *differs = qargs_differ(&rq->qargs, dest_policy(d));
+	if (differs != NULL)
+		*res = fail_qarg_differs(c, f, d, differs);
+	else if (rq->has_auto_delete && rq->queue_auto_delete != dest_auto_delete(d))
 		*res = fail_inequivalent(c, f, d, "auto-delete", rq->queue_auto_delete,
 		    dest_auto_delete(d));
 	else if (rq->has_durable && rq->queue_durable == dest_transient(d))
@@ -1056,6 +1126,19 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 			*res = fail(c, f, "precondition_failed", "x-queue-name names queue '%s', "
 			    "which exists and is not a subscription queue of '%.*s'.",
 			    rq->durable_name, SHOWN(rq->ref.h));
+		if (d == NULL)
+			return NULL;
+		/* Just made (nobody subscribed yet), or shared. */
+		const char *differs = dest_subscribers(d) > 0 ?
+		    qargs_differ(&rq->qargs, dest_policy(d)) : NULL;
+		if (differs != NULL) {
+			*res = fail_qarg_differs(c, f, d, differs);
+			return NULL;
+		}
+		if (dest_subscribers(d) == 0 && queue_set_qargs(d, &rq->qargs) != 0) {
+			dests_release(dests, d);
+			return NULL;
+		}
 		return d;
 	}
 	if (rq->tq != NULL)

@@ -126,7 +126,9 @@ int dests_set_hooks(struct dests *t, const struct dests_hooks *hooks);
 struct dest *dests_find(struct dests *t, const char *name, size_t len);
 /* Find or create; NULL if out of memory. */
 struct dest *dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind);
-/* Forget d if nothing holds it: no subscribers, no messages, not a temp-queue. */
+/* Forget d if nothing holds it: no subscribers, no messages, not a temp-queue,
+ * no policy of its own (dest_set_policy); an auto-delete queue goes as soon
+ * as it has no subscriber, with its messages. */
 void dests_release(struct dests *t, struct dest *d);
 /* Delete d (it has no subscribers) with its messages. */
 void dests_delete(struct dests *t, struct dest *d);
@@ -182,6 +184,11 @@ size_t dest_unacked(const struct dest *d);     /* handed out, not yet acknowledg
 uint64_t dest_published(const struct dest *d); /* messages published to it since it was made */
 struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL */
 const struct dest_policy *dest_policy(const struct dest *d);
+/* Give d a policy of its own, a copy of p, instead of the one it was made
+ * with (RabbitMQ's x- arguments, qargs.h): for a queue just made, before
+ * it holds anything.  Such a queue is kept while empty and unused, as a
+ * declared RabbitMQ queue is.  -1 if out of memory (d is unchanged). */
+int dest_set_policy(struct dest *d, const struct dest_policy *p);
 size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
 /* The backend of d's destinations, or NULL. */

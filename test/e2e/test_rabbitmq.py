@@ -145,6 +145,41 @@ class QueueFlags(BrokerTest):
         self.assertEqual([f.body for f in expect_messages(r, 1)], [b"kept"])
 
 
+class XArguments(BrokerTest):
+    """RabbitMQ's queue arguments on the SUBSCRIBE that makes a queue, as
+    eftd's policy for it."""
+
+    def test_max_length_drop_head_and_dead_letters(self):
+        c = self.client()
+        subscribe(c, "/queue/xq", sid="q", ack="client", headers=[
+            ("prefetch-count", "1"), ("x-max-length", "2"), ("x-overflow", "drop-head"),
+            ("x-dead-letter-exchange", ""), ("x-dead-letter-routing-key", "xq-dead")])
+        send_all(self.client(), [("/queue/xq", str(i)) for i in range(5)])
+        self.assertEqual([f.body for f in expect_messages(c, 1)], [b"0"])
+        d = self.client()
+        subscribe(d, "/queue/xq-dead", sid="d")
+        dead = expect_messages(d, 2)
+        self.assertEqual([f.body for f in dead], [b"1", b"2"])
+
+    def test_another_value_on_an_existing_queue_is_a_precondition_failure(self):
+        subscribe(self.client(), "/queue/xl", sid="a", headers=[("x-max-length", "10")])
+        subscribe(self.client(), "/queue/xl", sid="b", headers=[("x-max-length", "10")])
+        c = self.client()
+        c.send_frame("SUBSCRIBE", [("destination", "/queue/xl"), ("id", "0"),
+                                   ("x-max-length", "20")])
+        f = c.expect_error_and_close()
+        self.assertEqual(f["message"], "precondition_failed")
+        self.assertIn("x-max-length", f.body.decode())
+
+    def test_what_eftd_cannot_do_is_refused_by_name(self):
+        for header, value in (("x-overflow", "reject-publish"), ("x-expires", "60000"),
+                              ("x-dead-letter-exchange", "amq.topic")):
+            c = self.client()
+            c.send_frame("SUBSCRIBE", [("destination", "/queue/no"), ("id", "0"), (header, value)])
+            f = c.expect_error_and_close()
+            self.assertEqual(f["message"], "bad " + header)
+
+
 class NotJournaled(DataDirTest):
     """A durable:false queue, an auto-delete one and a topic subscription's
     queue keep no message in the journal, persistent or not: none outlives

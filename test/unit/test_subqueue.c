@@ -301,6 +301,122 @@ test_durable_and_auto_delete_must_match_the_queue(void **state)
 	free(out);
 }
 
+/* What a SUBSCRIBE with these headers gets back. */
+static char *
+subscribe_with(struct fixture *fx, const char *dest, const char *headers)
+{
+	struct conn *c = client(fx);
+	char frame[512];
+	snprintf(frame, sizeof(frame), "SUBSCRIBE\nid:s\ndestination:%s\nack:client\n"
+	    "prefetch-count:1\n%s\n", dest, headers);
+	feed(c, frame);
+	return output(c);
+}
+
+static void
+test_x_arguments_make_the_queue_policy(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = subscribe_with(fx, "/queue/xq", "x-max-length:2\nx-overflow:drop-head\n"
+	    "x-dead-letter-exchange:\nx-dead-letter-routing-key:xq-dead\nx-message-ttl:60000\n"
+	    "x-max-priority:3\n");
+	assert_null(strstr(out, "ERROR"));
+	free(out);
+	struct dest *q = find(fx, "/queue/xq");
+	const struct dest_policy *p = dest_policy(q);
+	assert_int_equal(p->max_queue_messages, 2);
+	assert_int_equal(p->overflow, OVERFLOW_DROP_HEAD);
+	assert_string_equal(p->dead_letter_queue, "/queue/xq-dead");
+	assert_int_equal(p->message_ttl_ms, 60000);
+	assert_int_equal(p->max_priority, 3);
+	/* One is handed out (prefetch 1), two wait, the oldest of the rest die. */
+	struct conn *pr = client(fx);
+	feed(pr, "SEND\ndestination:/queue/xq\n\n1");
+	feed(pr, "SEND\ndestination:/queue/xq\npriority:9\n\n2");
+	feed(pr, "SEND\ndestination:/queue/xq\n\n3");
+	feed(pr, "SEND\ndestination:/queue/xq\npriority:2\n\n4");
+	assert_int_equal(dest_depth(q), 2);
+	assert_int_equal(dest_depth(find(fx, "/queue/xq-dead")), 1);
+	/* Priority 9 counts as 3. */
+	assert_int_equal(dest_by_priority(q, 3), 1);
+	assert_int_equal(dest_by_priority(q, 9), 0);
+	check(q);
+
+	/* The same arguments again are fine; another value is not. */
+	out = subscribe_with(fx, "/queue/xq", "x-max-length:2\nx-max-priority:3\n");
+	assert_null(strstr(out, "ERROR"));
+	free(out);
+	out = subscribe_with(fx, "/queue/xq", "x-max-length:3\n");
+	assert_non_null(strstr(out, "message:precondition_failed\n"));
+	assert_non_null(strstr(out, "x-max-length"));
+	free(out);
+	out = subscribe_with(fx, "/queue/xq", "x-dead-letter-exchange:\n"
+	    "x-dead-letter-routing-key:other\n");
+	assert_non_null(strstr(out, "message:precondition_failed\n"));
+	assert_non_null(strstr(out, "x-dead-letter-routing-key"));
+	free(out);
+	/* A queue whose policy came from its SUBSCRIBE is kept while empty and unused. */
+	struct conn *k = client(fx);
+	feed(k, "SUBSCRIBE\nid:k\ndestination:/queue/kept-policy\nx-max-length:5\n\n");
+	feed(k, "UNSUBSCRIBE\nid:k\n\n");
+	conn_free(k);
+	struct dest *kept = find(fx, "/queue/kept-policy");
+	assert_non_null(kept);
+	assert_int_equal(dest_depth(kept), 0);
+	assert_int_equal(dest_policy(kept)->max_queue_messages, 5);
+	check(kept);
+}
+
+static void
+test_bad_x_arguments_are_refused_by_name(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const bad[][2] = {
+		{ "x-max-length:abc\n", "bad x-max-length" },
+		{ "x-max-length:0\n", "bad x-max-length" },
+		{ "x-max-length-bytes:-1\n", "bad x-max-length-bytes" },
+		{ "x-message-ttl:0\n", "bad x-message-ttl" },
+		{ "x-max-priority:256\n", "bad x-max-priority" },
+		{ "x-overflow:reject-publish\n", "bad x-overflow" },
+		{ "x-overflow:whatever\n", "bad x-overflow" },
+		{ "x-expires:1000\n", "bad x-expires" },
+		{ "x-dead-letter-exchange:amq.direct\nx-dead-letter-routing-key:k\n",
+		    "bad x-dead-letter-exchange" },
+		{ "x-dead-letter-routing-key:k\n", "bad x-dead-letter-routing-key" },
+		{ "x-dead-letter-exchange:\n", "bad x-dead-letter-routing-key" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *out = subscribe_with(fx, "/queue/b", bad[i][0]);
+		char want[96];
+		snprintf(want, sizeof(want), "message:%s\n", bad[i][1]);
+		if (strstr(out, want) == NULL)
+			fail_msg("%s: got %s", bad[i][0], out);
+		free(out);
+	}
+	assert_null(find(fx, "/queue/b"));
+}
+
+static void
+test_x_arguments_on_a_topic_give_it_a_queue(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = subscribe_with(fx, "/topic/xt", "x-max-length:1\nx-overflow:drop-head\n");
+	assert_null(strstr(out, "ERROR"));
+	free(out);
+	struct conn *pr = client(fx);
+	for (int i = 0; i < 4; i++)
+		send_to(pr, "/topic/xt", "m");
+	/* One handed out, one waiting, two dropped. */
+	assert_int_equal(fx->b->dests.nbound, 1);
+	struct dest *q = dests_find(&fx->b->dests, "/queue/stomp-subscription-", 0);
+	assert_null(q);
+	size_t n;
+	struct dest *const *feeds = dest_feeds(find(fx, "/topic/xt"), &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(dest_depth(feeds[0]), 1);
+	assert_int_equal(dest_policy(feeds[0])->max_queue_messages, 1);
+}
+
 int
 main(void)
 {
@@ -318,6 +434,12 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_durable_and_auto_delete_must_match_the_queue,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_x_arguments_make_the_queue_policy, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_bad_x_arguments_are_refused_by_name, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_x_arguments_on_a_topic_give_it_a_queue, setup,
+		    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
