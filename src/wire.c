@@ -38,11 +38,17 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
     const char *ack_id, size_t ack_len, bool redelivered)
 {
 	static const char redelivered_line[] = "redelivered:true\n";
+	static const char first_line[] = "redelivered:false\n";
 	size_t head = 8 + s->sub_line_len + m->block_len[v] + 1;
 	if (ack_id != NULL)
 		head += 5 + ack_len;
+	/* RabbitMQ says redelivered on every MESSAGE; eftd only when it is
+	 * true, unless redelivered-always (18 bytes a MESSAGE). */
+	bool first = !redelivered && s->ep->redelivered_false;
 	if (redelivered)
 		head += sizeof(redelivered_line) - 1;
+	else if (first)
+		head += sizeof(first_line) - 1;
 	bool by_ref = m->body_len + 1 >= WIRE_REFERENCE_MIN;
 	size_t total = head + (by_ref ? 0 : m->body_len + 1);
 
@@ -58,6 +64,8 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 	}
 	if (redelivered)
 		p = put(p, redelivered_line, sizeof(redelivered_line) - 1);
+	else if (first)
+		p = put(p, first_line, sizeof(first_line) - 1);
 	p = put(p, m->block[v], m->block_len[v]);
 	*p++ = '\n';
 	if (!by_ref) {

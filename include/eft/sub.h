@@ -39,6 +39,8 @@ struct endpoint {
 	struct delivery *deliveries;          /* unacked, by key */
 	struct dests *dests;
 	struct sub_counts *counts;
+	bool redelivered_false;               /* first deliveries say redelivered:false
+	                                         (redelivered-always = yes, as RabbitMQ) */
 };
 
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };

@@ -180,6 +180,22 @@ class XArguments(BrokerTest):
             self.assertEqual(f["message"], "bad " + header)
 
 
+class RedeliveredAlways(BrokerTest):
+    """redelivered-always = yes: every MESSAGE says redelivered, false on a
+    first delivery, as RabbitMQ's do."""
+    config = "redelivered-always = yes\n"
+
+    def test_first_deliveries_say_redelivered_false(self):
+        c = self.client()
+        subscribe(c, "/queue/r", sid="q", ack="client")
+        send_all(self.client(), [("/queue/r", "m")])
+        self.assertEqual(expect_messages(c, 1)[0]["redelivered"], "false")
+        c.close()
+        d = self.client()
+        subscribe(d, "/queue/r", sid="q")
+        self.assertEqual(expect_messages(d, 1)[0]["redelivered"], "true")
+
+
 class NotJournaled(DataDirTest):
     """A durable:false queue, an auto-delete one and a topic subscription's
     queue keep no message in the journal, persistent or not: none outlives

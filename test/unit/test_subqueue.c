@@ -417,6 +417,30 @@ test_x_arguments_on_a_topic_give_it_a_queue(void **state)
 	assert_int_equal(dest_policy(feeds[0])->max_queue_messages, 1);
 }
 
+static void
+test_redelivered_always(void **state)
+{
+	struct fixture *fx = *state;
+	struct conn *p = client(fx), *c = client(fx);
+	feed(c, "SUBSCRIBE\nid:s\ndestination:/queue/r\nack:client\n\n");
+	send_to(p, "/queue/r", "m");
+	char *out = output(c);
+	assert_null(strstr(out, "redelivered:"));   /* the default: only when true */
+	free(out);
+	fx->cfg.redelivered_always = true;          /* sessions made from now on */
+	struct conn *a = client(fx);
+	feed(a, "SUBSCRIBE\nid:s\ndestination:/queue/r\nack:client\n\n");
+	conn_free(c);                               /* "m" goes back: a redelivery */
+	send_to(p, "/queue/r", "n");
+	out = output(a);
+	assert_int_equal(count(out, "MESSAGE\n"), 2);
+	assert_int_equal(count(out, "redelivered:true\n"), 1);
+	assert_int_equal(count(out, "redelivered:false\n"), 1);
+	assert_true(strstr(out, "redelivered:true\n") < strstr(out, "\n\nm|"));
+	assert_true(strstr(out, "redelivered:false\n") > strstr(out, "\n\nm|"));
+	free(out);
+}
+
 int
 main(void)
 {
@@ -440,6 +464,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_x_arguments_on_a_topic_give_it_a_queue, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_redelivered_always, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
