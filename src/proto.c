@@ -627,9 +627,9 @@ handle_send(struct conn *c, struct frame *f)
 		if (rc == BACKEND_DOWN)
 			rc = 0; /* the COMMIT finds out, when it checks again */
 		const struct header *rh = frame_get(f, HDR_RECEIPT);
-		if (rc == 0)
-			rc = tx_add_send(t, m, ref.name, ref.len, kind, rh ? rh->value : NULL,
-			    rh ? rh->value_len : 0);
+		if (rc == 0 && (rc = tx_add_send(t, m, ref.name, ref.len, kind,
+		    rh ? rh->value : NULL, rh ? rh->value_len : 0)) == 0)
+			frame_forget(f, HDR_RECEIPT); /* answered at COMMIT (RabbitMQ's way) */
 	}
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
@@ -643,8 +643,7 @@ handle_send(struct conn *c, struct frame *f)
 		conn_pause(c, NULL);
 	else if (d != NULL && dest_full(d))
 		conn_pause(c, d);
-	/* In a transaction its RECEIPT comes at COMMIT (RabbitMQ's way). */
-	return t == NULL ? RESULT_OK : RESULT_DONE;
+	return RESULT_OK;
 }
 
 /* ---- SUBSCRIBE / UNSUBSCRIBE ---- */
@@ -1048,7 +1047,7 @@ static enum result
 fail_qarg_differs(struct conn *c, const struct frame *f, const struct dest *d, const char *header)
 {
 	return fail(c, f, "precondition_failed", "Queue '%s' exists with another %s than this "
-	    "SUBSCRIBE gives (inequivalent arg).", dest_name(d), header);
+	    "SUBSCRIBE gives (inequivalent arg).", dest_name(d) + QUEUE_PREFIX_LEN, header);
 }
 
 /* A /queue/ SUBSCRIBE's queue: made as its durable and auto-delete headers

@@ -85,8 +85,11 @@ struct sub {
 	UT_hash_handle hh;                 /* in ep->subs, keyed by id */
 	char *id;                          /* the client's id (1.0 without id: the destination) */
 	size_t id_len;
-	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id */
+	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id;
+	                                      after "redelivered:false\n" if ep->redelivered_false */
 	size_t sub_line_len;
+	size_t first_len;                  /* the length of that "redelivered:false\n", or 0: a
+	                                      redelivery writes the rest of sub_line (wire.c) */
 	struct endpoint *ep;
 	struct dest *dest;
 	struct sub **owner_ref;            /* if not NULL, set to NULL when it ends (a temp-queue's
