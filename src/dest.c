@@ -73,6 +73,11 @@ struct dest {
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
 	struct dest_policy *own_policy;       /* set by dest_set_policy (policy points at it) */
+	/* A queue whose policy has expires_ms, while it has no subscriber:
+	 * in owner->idle_head's list, since idle_since (dests_idle_expired). */
+	bool in_idle;
+	uint64_t idle_since;
+	struct dest *idle_prev, *idle_next;
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
 	bool auto_delete;                     /* deleted with its last subscriber
 	                                         (dest_set_auto_delete) */
@@ -419,11 +424,58 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	return d;
 }
 
+/* Keep d in the idle list while it is a queue that expires unused (x-expires)
+ * and has no subscriber, from when it became so. */
+static void
+idle_unlink(struct dest *d)
+{
+	if (!d->in_idle)
+		return;
+	if (d->idle_prev != NULL)
+		d->idle_prev->idle_next = d->idle_next;
+	else
+		d->owner->idle_head = d->idle_next;
+	if (d->idle_next != NULL)
+		d->idle_next->idle_prev = d->idle_prev;
+	d->idle_prev = d->idle_next = NULL;
+	d->in_idle = false;
+}
+
+static void
+idle_update(struct dest *d)
+{
+	struct dests *t = d->owner;
+	bool idle = d->kind == DEST_QUEUE && d->policy->expires_ms != 0 && d->nsubs == 0;
+	if (!idle) {
+		idle_unlink(d);
+		return;
+	}
+	if (d->in_idle)
+		return;
+	d->idle_since = t->hooks.now_ms != NULL ? t->hooks.now_ms(t->hooks.arg) : 0;
+	d->idle_prev = NULL;
+	d->idle_next = t->idle_head;
+	if (t->idle_head != NULL)
+		t->idle_head->idle_prev = d;
+	t->idle_head = d;
+	d->in_idle = true;
+}
+
+struct dest *
+dests_idle_expired(const struct dests *t, uint64_t now)
+{
+	for (struct dest *d = t->idle_head; d != NULL; d = d->idle_next)
+		if (now >= d->idle_since + d->policy->expires_ms && d->holds == 0 && d->q.out == 0)
+			return d;
+	return NULL;
+}
+
 static void
 dest_free(struct dests *t, struct dest *d)
 {
 	HASH_DEL(t->by_name, d);
 	t->count--;
+	idle_unlink(d);
 	t->freed++; /* invalidates the sessions' last-destination caches */
 	if (d->fed_by != NULL)
 		dest_unbind(d);
@@ -692,6 +744,7 @@ dest_set_policy(struct dest *d, const struct dest_policy *p)
 	*d->own_policy = *p;
 	d->policy = d->own_policy;
 	d->plain = policy_plain(d->policy);
+	idle_update(d);
 	return 0;
 }
 
@@ -963,6 +1016,8 @@ dest_sub_add(struct dest *d, struct sub *s)
 		d->subs->dest_prev = s;
 	d->subs = s;
 	d->nsubs++;
+	if (__builtin_expect(d->in_idle, 0))
+		idle_update(d);
 	d->nselective += s->selector != NULL;
 	if (s->exclusive)
 		exclusive_join(d, s);
@@ -1041,6 +1096,8 @@ dest_sub_remove(struct dest *d, struct sub *s)
 		s->dest_next->dest_prev = s->dest_prev;
 	s->dest_prev = s->dest_next = NULL;
 	d->nsubs--;
+	if (__builtin_expect(d->policy->expires_ms != 0, 0))
+		idle_update(d);
 	d->nselective -= s->selector != NULL;
 	if (s->standby && s->exclusive)
 		standby_unlink(d, s);

@@ -102,10 +102,11 @@ qargs_read(const struct frame *f, struct queue_args *qa, const char **header, ch
 	uint64_t v;
 	int rc;
 	*header = "x-expires";
-	if (frame_find(f, "x-expires") != NULL) {
-		snprintf(why, whylen, "x-expires is not supported: eftd forgets a queue when it "
-		    "is empty and unused, and keeps one that holds messages.");
+	if ((rc = number(f, *header, 1, TEN_YEARS_MS, &v, why, whylen)) < 0)
 		return -1;
+	if (rc > 0) {
+		qa->values.expires_ms = v;
+		qa->given |= QARG_EXPIRES;
 	}
 	*header = "x-max-length";
 	if ((rc = number(f, *header, 1, SIZE_MAX, &v, why, whylen)) < 0)
@@ -157,6 +158,8 @@ qargs_apply(const struct queue_args *qa, struct dest_policy *p)
 		memcpy(p->dead_letter_queue, v->dead_letter_queue, sizeof(p->dead_letter_queue));
 	if (qa->given & QARG_MAX_PRIORITY)
 		p->max_priority = v->max_priority;
+	if (qa->given & QARG_EXPIRES)
+		p->expires_ms = v->expires_ms;
 }
 
 const char *
@@ -176,5 +179,7 @@ qargs_differ(const struct queue_args *qa, const struct dest_policy *p)
 		return "x-dead-letter-routing-key";
 	if ((qa->given & QARG_MAX_PRIORITY) && p->max_priority != v->max_priority)
 		return "x-max-priority";
+	if ((qa->given & QARG_EXPIRES) && p->expires_ms != v->expires_ms)
+		return "x-expires";
 	return NULL;
 }

@@ -118,6 +118,7 @@ struct dests {
 	struct subjects *topics;
 	size_t npatterns, nodd;
 	size_t nbound;       /* queues fed by a topic (dest_bind): publishes look for them */
+	struct dest *idle_head; /* queues that expire unused (x-expires) with no subscriber */
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -167,6 +168,11 @@ void dests_foreach_mutable(struct dests *t, void (*fn)(struct dest *d, void *arg
  * destinations nothing holds any more (dests_prune is not needed: a queue
  * emptied here is released). */
 size_t dests_expire(struct dests *t, uint64_t now, size_t budget);
+/* A queue whose policy's expires_ms has passed since it last had a
+ * subscriber (RabbitMQ's x-expires), with nothing handed out: the caller
+ * deletes it (dests_delete) and asks again; NULL if none.  Walks the
+ * queues without subscribers that have such a policy, only those. */
+struct dest *dests_idle_expired(const struct dests *t, uint64_t now);
 /* When the next queued message expires; 0 if none does. */
 uint64_t dests_next_expiry(const struct dests *t);
 

@@ -17,9 +17,11 @@
  *                              exchange is refused)
  *   x-max-priority N           a message priority above N counts as N
  *                              (1 to 255)
+ *   x-expires MS               the queue is deleted, with what it holds,
+ *                              once it has had no subscriber that long
+ *                              (1 ms to ten years; lifetime.c)
  *
- * x-expires (a queue deleted after it has been unused that long) is
- * refused: eftd does not do it yet.  The arguments given make the policy of
+ * The arguments given make the policy of
  * a queue the SUBSCRIBE makes, over the one the configuration gives it
  * (which it keeps for what is not given); on a queue that exists each one
  * given must equal what the queue has, as RabbitMQ wants it
@@ -41,6 +43,7 @@ enum {
 	QARG_OVERFLOW = 1 << 3,
 	QARG_DEAD_LETTER = 1 << 4,
 	QARG_MAX_PRIORITY = 1 << 5,
+	QARG_EXPIRES = 1 << 6,
 };
 
 struct queue_args {

@@ -5,10 +5,11 @@ that queue, which /queue/NAME and /amq/queue/NAME then reach, and which the
 subscription's last subscriber takes with it when it leaves (unless it is a
 durable subscription's)."""
 
+import time
 import unittest
 
-from harness import (BrokerTest, DataDirTest, expect_messages, expect_receipt, send_receipted,
-                     subscribe)
+from harness import (SLOW, BrokerTest, DataDirTest, expect_messages, expect_receipt,
+                     send_receipted, subscribe)
 
 
 def send_all(c, sends):
@@ -172,13 +173,33 @@ class XArguments(BrokerTest):
         self.assertIn("x-max-length", f.body.decode())
 
     def test_what_eftd_cannot_do_is_refused_by_name(self):
-        for header, value in (("x-overflow", "reject-publish"), ("x-expires", "60000"),
+        for header, value in (("x-overflow", "reject-publish"), ("x-expires", "0"),
                               ("x-dead-letter-exchange", "amq.topic")):
             c = self.client()
             c.send_frame("SUBSCRIBE", [("destination", "/queue/no"), ("id", "0"), (header, value)])
             f = c.expect_error_and_close()
             self.assertEqual(f["message"], "bad " + header)
 
+
+    def test_x_expires_deletes_a_queue_unused_that_long(self):
+        c = self.client()
+        subscribe(c, "/queue/xe", sid="q", ack="client", headers=[("x-expires", "300")])
+        p = self.client()
+        send_all(p, [("/queue/xe", "held")])
+        expect_messages(c, 1)
+        c.send_frame("UNSUBSCRIBE", [("id", "q"), ("receipt", "u")])   # "held" goes back
+        expect_receipt(c, "u")
+        send_all(p, [("/amq/queue/xe", "still there")])
+        deadline = time.time() + 10 * SLOW
+        while True:   # gone within a few timer ticks after 300 ms
+            q = self.client()
+            q.send_frame("SEND", [("destination", "/amq/queue/xe"), ("receipt", "r")], b"x")
+            f = q.read_frame()
+            if f.command == "ERROR":
+                self.assertEqual(f["message"], "not_found")
+                break
+            self.assertLess(time.time(), deadline, "queue /queue/xe never expired")
+            time.sleep(0.1)
 
 class RedeliveredAlways(BrokerTest):
     """redelivered-always = yes: every MESSAGE says redelivered, false on a
@@ -215,6 +236,23 @@ class NotJournaled(DataDirTest):
                        [("/queue/kept", "kept", [("persistent", "true")])])
         self.assertEqual(len(c.read_frames(2)), 2)
         b.crash()
+        b = self.start_on_data("")
+        self.assertIn("1 message back on 1 queue", b.read_log())
+
+    def test_a_queue_that_expires_takes_its_messages_out_of_the_journal(self):
+        b = self.start_on_data("")
+        c = self.connect(b)
+        subscribe(c, "/queue/xe", sid="q", headers=[("x-expires", "200")])
+        c.send_frame("UNSUBSCRIBE", [("id", "q"), ("receipt", "u")])
+        expect_receipt(c, "u")
+        send_receipted(c, [("/queue/xe", "m%d" % i, [("persistent", "true")]) for i in range(3)] +
+                       [("/queue/kept", "kept", [("persistent", "true")])])
+        deadline = time.time() + 10 * SLOW
+        while "queue /queue/xe deleted: unused for its x-expires (3 messages dropped)" \
+                not in b.read_log():
+            self.assertLess(time.time(), deadline, "queue /queue/xe never expired")
+            time.sleep(0.1)
+        self.assertEqual(b.stop(), 0)
         b = self.start_on_data("")
         self.assertIn("1 message back on 1 queue", b.read_log())
 
