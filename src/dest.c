@@ -424,8 +424,6 @@ dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	return d;
 }
 
-/* Keep d in the idle list while it is a queue that expires unused (x-expires)
- * and has no subscriber, from when it became so. */
 static void
 idle_unlink(struct dest *d)
 {
@@ -441,6 +439,8 @@ idle_unlink(struct dest *d)
 	d->in_idle = false;
 }
 
+/* Keep d in the idle list while it is a queue that expires unused (x-expires)
+ * and has no subscriber, from when it became so. */
 static void
 idle_update(struct dest *d)
 {

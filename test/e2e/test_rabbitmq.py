@@ -239,6 +239,21 @@ class NotJournaled(DataDirTest):
         b = self.start_on_data("")
         self.assertIn("1 message back on 1 queue", b.read_log())
 
+    def test_receipts_of_sends_in_a_transaction_wait_for_the_journal_at_commit(self):
+        b = self.start_on_data("fsync = always\n")
+        c = self.connect(b)
+        c.send_frame("BEGIN", [("transaction", "t")])
+        for i in range(2):
+            c.send_frame("SEND", [("destination", "/queue/jtx"), ("persistent", "true"),
+                                  ("transaction", "t"), ("receipt", "s%d" % i)], b"m")
+        c.expect_nothing()
+        c.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        for rid in ("s0", "s1", "c"):
+            expect_receipt(c, rid)
+        b.crash()
+        b = self.start_on_data("")
+        self.assertIn("2 messages back on 1 queue", b.read_log())
+
     def test_a_queue_that_expires_takes_its_messages_out_of_the_journal(self):
         b = self.start_on_data("")
         c = self.connect(b)
