@@ -219,7 +219,11 @@ wall_ms(void)
 static const char *
 queue_type(const struct dest *d)
 {
-	return dest_temp(d) != NULL ? "temp-queue" : dest_bound_topic(d) != NULL ? "durable" : "queue";
+	if (dest_temp(d) != NULL)
+		return "temp-queue";
+	if (dest_bound_topic(d) != NULL) /* a subscription queue goes with its subscribers */
+		return dest_auto_delete(d) ? "subscription" : "durable";
+	return "queue";
 }
 
 static void
@@ -314,10 +318,17 @@ api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct s
 			table_u64(&t, "unacked", dest_unacked(d));
 			table_u64(&t, "consumers", dest_subscribers(d));
 		} else {
-			size_t feeds;
-			dest_feeds(d, &feeds);
-			table_u64(&t, "subscribers", dest_subscribers(d));
-			table_u64(&t, "durable_subscriptions", feeds);
+			/* A subscription queue's subscribers are the topic's too. */
+			size_t nfeeds, durables = 0, subscribers = dest_subscribers(d);
+			struct dest *const *feeds = dest_feeds(d, &nfeeds);
+			for (size_t f = 0; f < nfeeds; f++) {
+				if (dest_auto_delete(feeds[f]))
+					subscribers += dest_subscribers(feeds[f]);
+				else
+					durables++;
+			}
+			table_u64(&t, "subscribers", subscribers);
+			table_u64(&t, "durable_subscriptions", durables);
 		}
 		table_u64(&t, "published", dest_published(d));
 		table_row_end(&t);

@@ -93,6 +93,7 @@ static const struct key_def keys[CFG_NKEYS] = {
 	UINT_KEY(CFG_CLUSTER_REPLICAS, "cluster-replicas", cluster_replicas, 1, 5),
 	UINT_KEY(CFG_CLUSTER_ACK_WAIT_MS, "cluster-ack-wait-ms", cluster_ack_wait_ms, 100, 3600000),
 	KEY(CFG_LOG_FILE, "log-file", T_PATH, log_file, 0, 0, false),
+	KEY(CFG_REDELIVERED_ALWAYS, "redelivered-always", T_BOOL, redelivered_always, 0, 0, false),
 };
 
 /* Strong TLS 1.2 suites with forward secrecy (TLS 1.3 suites are OpenSSL's). */

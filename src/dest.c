@@ -72,7 +72,16 @@ struct dest {
 	size_t nlocks;                        /* ... its subscriptions that locked it */
 	struct temp *temp;                    /* set for a temp-queue: it lives as its owner does */
 	void *remote;                         /* cluster mode: fed from NATS (cluster.c) */
+	struct dest_policy *own_policy;       /* set by dest_set_policy (policy points at it) */
+	/* A queue whose policy has expires_ms, while it has no subscriber:
+	 * in owner->idle_head's list, since idle_since (dests_idle_expired). */
+	bool in_idle;
+	uint64_t idle_since;
+	struct dest *idle_prev, *idle_next;
 	struct dest *fed_by;                  /* a durable subscription's queue: its topic */
+	bool auto_delete;                     /* deleted with its last subscriber
+	                                         (dest_set_auto_delete) */
+	bool transient;                       /* the journal keeps none of its messages */
 	struct dest **feeds;                  /* a topic: the durable queues it feeds */
 	size_t nfeeds, feeds_cap;
 	uint64_t published;                   /* messages published to it (the admin API) */
@@ -385,6 +394,14 @@ dest_is_pattern(const struct dest *d)
 	return d->pattern;
 }
 
+/* Does a queue of policy p take a message as it is (no lifetime to stamp,
+ * no room to make, no priority to cap)? */
+static bool
+policy_plain(const struct dest_policy *p)
+{
+	return p->message_ttl_ms == 0 && p->overflow == OVERFLOW_BLOCK && p->max_priority == 0;
+}
+
 /* The first element of a /queue/ name (after the prefix), *len long. */
 static const char *
 first_element(const char *name, size_t name_len, size_t *len)
@@ -512,7 +529,7 @@ dest_new(struct dests *t, const char *name, size_t len, enum dest_kind kind)
 	d->kind = kind;
 	d->owner = t;
 	d->policy = t->hooks.policy ? t->hooks.policy(t->hooks.arg, d->name, len) : &default_policy;
-	d->plain = d->policy->message_ttl_ms == 0 && d->policy->overflow == OVERFLOW_BLOCK;
+	d->plain = policy_plain(d->policy);
 	return d;
 }
 
@@ -600,6 +617,52 @@ dests_attach_pattern(struct dests *t, struct dest *pq, struct sub *root)
 }
 
 static void
+idle_unlink(struct dest *d)
+{
+	if (!d->in_idle)
+		return;
+	if (d->idle_prev != NULL)
+		d->idle_prev->idle_next = d->idle_next;
+	else
+		d->owner->idle_head = d->idle_next;
+	if (d->idle_next != NULL)
+		d->idle_next->idle_prev = d->idle_prev;
+	d->idle_prev = d->idle_next = NULL;
+	d->in_idle = false;
+}
+
+/* Keep d in the idle list while it is a queue that expires unused (x-expires)
+ * and has no subscriber, from when it became so. */
+static void
+idle_update(struct dest *d)
+{
+	struct dests *t = d->owner;
+	bool idle = d->kind == DEST_QUEUE && d->policy->expires_ms != 0 && d->nsubs == 0;
+	if (!idle) {
+		idle_unlink(d);
+		return;
+	}
+	if (d->in_idle)
+		return;
+	d->idle_since = t->hooks.now_ms != NULL ? t->hooks.now_ms(t->hooks.arg) : 0;
+	d->idle_prev = NULL;
+	d->idle_next = t->idle_head;
+	if (t->idle_head != NULL)
+		t->idle_head->idle_prev = d;
+	t->idle_head = d;
+	d->in_idle = true;
+}
+
+struct dest *
+dests_idle_expired(const struct dests *t, uint64_t now)
+{
+	for (struct dest *d = t->idle_head; d != NULL; d = d->idle_next)
+		if (now >= d->idle_since + d->policy->expires_ms && d->holds == 0 && d->q.out == 0)
+			return d;
+	return NULL;
+}
+
+static void
 dest_free(struct dests *t, struct dest *d)
 {
 	if (d->kind == DEST_QUEUE && d->pattern) {
@@ -612,6 +675,7 @@ dest_free(struct dests *t, struct dest *d)
 		HASH_DEL(t->by_name, d);
 		t->count--;
 		group_remove(t, d);
+		idle_unlink(d);
 	}
 	t->freed++; /* invalidates the sessions' last-destination caches */
 	if (d->fed_by != NULL)
@@ -624,6 +688,7 @@ dest_free(struct dests *t, struct dest *d)
 	if (d->kind == DEST_TOPIC)
 		topic_unindex(t, d);
 	free(d->feeds);
+	free(d->own_policy);
 	free(d->name);
 	free(d);
 }
@@ -631,8 +696,22 @@ dest_free(struct dests *t, struct dest *d)
 void
 dests_release(struct dests *t, struct dest *d)
 {
+	if (d->auto_delete && d->nsubs == 0 && d->holds == 0 && d->q.out == 0) {
+		/* Its last subscriber left: it goes, with what it holds, and
+		 * its topic is released in turn. */
+		struct dest *topic = d->fed_by;
+		log_debug("auto-delete queue %s deleted (%zu message%s dropped)", d->name,
+		    d->q.count, d->q.count == 1 ? "" : "s");
+		dest_purge(d, NULL, NULL);
+		dest_free(t, d);
+		if (topic != NULL)
+			dests_release(t, topic);
+		return;
+	}
+	/* A queue with a policy of its own (x- arguments) stays, as RabbitMQ's
+	 * declared queues do, unless it is an auto-delete one (above). */
 	if (d->nsubs > 0 || d->q.count > 0 || d->q.out > 0 || d->holds > 0 || d->temp != NULL ||
-	    d->fed_by != NULL || d->nfeeds > 0)
+	    d->fed_by != NULL || d->nfeeds > 0 || d->own_policy != NULL)
 		return;
 	log_debug("destination %s removed", d->name);
 	dest_free(t, d);
@@ -862,6 +941,18 @@ const struct dest_policy *
 dest_policy(const struct dest *d)
 {
 	return d->policy;
+}
+
+int
+dest_set_policy(struct dest *d, const struct dest_policy *p)
+{
+	if (d->own_policy == NULL && (d->own_policy = malloc(sizeof(*d->own_policy))) == NULL)
+		return -1;
+	*d->own_policy = *p;
+	d->policy = d->own_policy;
+	d->plain = policy_plain(d->policy);
+	idle_update(d);
+	return 0;
 }
 
 size_t
@@ -1132,6 +1223,8 @@ dest_sub_add(struct dest *d, struct sub *s)
 		d->subs->dest_prev = s;
 	d->subs = s;
 	d->nsubs++;
+	if (__builtin_expect(d->in_idle, 0))
+		idle_update(d);
 	d->nselective += s->selector != NULL;
 	if (s->exclusive)
 		exclusive_join(d, s);
@@ -1210,6 +1303,8 @@ dest_sub_remove(struct dest *d, struct sub *s)
 		s->dest_next->dest_prev = s->dest_prev;
 	s->dest_prev = s->dest_next = NULL;
 	d->nsubs--;
+	if (__builtin_expect(d->policy->expires_ms != 0, 0))
+		idle_update(d);
 	d->nselective -= s->selector != NULL;
 	if (s->standby && s->exclusive)
 		standby_unlink(d, s);
@@ -1580,6 +1675,8 @@ dest_publish(struct dest *d, struct msg *m, uint64_t *dropped)
 		return;
 	}
 	if (__builtin_expect(!d->plain || d->starved_head != NULL, 0)) {
+		if (d->policy->max_priority != 0 && m->priority > d->policy->max_priority)
+			m->priority = d->policy->max_priority; /* the queue's own is its own copy */
 		if (d->policy->message_ttl_ms != 0)
 			dest_stamp(d, m); /* later than now: it did not expire */
 		if (d->starved_head != NULL && offer(d, m))
@@ -1613,6 +1710,7 @@ dest_bind(struct dest *queue, struct dest *topic)
 	}
 	topic->feeds[topic->nfeeds++] = queue;
 	queue->fed_by = topic;
+	queue->owner->nbound++;
 	return 0;
 }
 
@@ -1629,6 +1727,31 @@ dest_unbind(struct dest *queue)
 		}
 	}
 	queue->fed_by = NULL;
+	queue->owner->nbound--;
+}
+
+void
+dest_set_auto_delete(struct dest *queue, bool on)
+{
+	queue->auto_delete = on;
+}
+
+bool
+dest_auto_delete(const struct dest *queue)
+{
+	return queue->auto_delete;
+}
+
+void
+dest_set_transient(struct dest *queue, bool on)
+{
+	queue->transient = on;
+}
+
+bool
+dest_transient(const struct dest *queue)
+{
+	return queue->transient;
 }
 
 struct dest *
@@ -1851,10 +1974,12 @@ dest_check(const struct dest *d)
 	if (d->starved_tail != prev || nstarved_part != d->nstarved_part)
 		return "starved list miscounted";
 	if (d->nsubs == 0 && d->q.count == 0 && d->temp == NULL && d->fed_by == NULL &&
-	    d->nfeeds == 0)
+	    d->nfeeds == 0 && d->own_policy == NULL)
 		return "an empty destination is kept";
 	if (d->fed_by != NULL && (d->kind != DEST_QUEUE || d->fed_by->kind != DEST_TOPIC))
 		return "a durable subscription is not a queue fed by a topic";
+	if (d->auto_delete && d->nsubs == 0 && d->q.out == 0)
+		return "an auto-delete queue outlives its subscribers";
 	if (d->holds > 0)
 		return "held outside a COMMIT";
 	if (d->q.count > 0 && could_take)

@@ -37,7 +37,14 @@ durable_name(const struct session *ss, const struct frame *f, char *out, size_t 
 		 * makes one (auto-delete alone would delete it at the
 		 * UNSUBSCRIBE); UNSUBSCRIBE with durable:true (or the legacy
 		 * persistent:true) ends it, a plain one only leaves it. */
-		n = snprintf(out, outlen, DURABLE_PREFIX "rabbitmq:%.*s", (int)id->value_len, id->value);
+		const struct header *xq = frame_find(f, "x-queue-name");
+		const struct backend *be = ss->broker->backend;
+		if (xq != NULL && (be == NULL || be->ops->durable_open == NULL))
+			n = snprintf(out, outlen, QUEUE_PREFIX "%.*s", (int)xq->value_len,
+			    xq->value);
+		else
+			n = snprintf(out, outlen, DURABLE_PREFIX "rabbitmq:%.*s",
+			    (int)id->value_len, id->value);
 	} else {
 		return false;
 	}
@@ -110,4 +117,42 @@ durable_remove(struct broker *b, struct dest *q)
 	dests_release(&b->dests, q);
 	if (t != NULL)
 		dests_release(&b->dests, t);
+}
+
+const char *
+durable_shown(const char *name)
+{
+	size_t plen = strlen(DURABLE_PREFIX);
+	return strncmp(name, DURABLE_PREFIX, plen) == 0 ? name + plen : name;
+}
+
+struct dest *
+subscription_queue_open(struct broker *b, const char *name, size_t len, const char *topic,
+    size_t topic_len, enum durable_open_error *why)
+{
+	struct dest *q = dests_find(&b->dests, name, len);
+	if (q != NULL) {
+		const struct dest *t = dest_bound_topic(q);
+		if (dest_auto_delete(q) && t != NULL && dest_is(t, topic, topic_len))
+			return q;   /* shared: its subscribers compete */
+		*why = DURABLE_TAKEN;
+		return NULL;
+	}
+	struct dest *t = dests_get(&b->dests, topic, topic_len, DEST_TOPIC);
+	if (t == NULL || (q = dests_get(&b->dests, name, len, DEST_QUEUE)) == NULL) {
+		if (t != NULL)
+			dests_release(&b->dests, t);
+		*why = DURABLE_NOMEM;
+		return NULL;
+	}
+	if (dest_bind(q, t) != 0) {
+		dests_release(&b->dests, q);
+		dests_release(&b->dests, t);
+		*why = DURABLE_NOMEM;
+		return NULL;
+	}
+	dest_set_auto_delete(q, true);
+	dest_set_transient(q, true);
+	log_debug("subscription queue %s on %s created", name, topic);
+	return q;
 }

@@ -108,6 +108,32 @@ monotonic_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* A message of a queue that expired unused: the backend forgets it. */
+static void
+forget_kept(struct msg *m, void *arg)
+{
+	const struct broker *b = arg;
+	if (m->kept != NULL)
+		backend_gone(b->backend, m, FATE_DROPPED);
+}
+
+/* Queues unused for their x-expires (RabbitMQ's) are deleted with what they
+ * hold. */
+static void
+expire_idle_queues(struct broker *b, uint64_t now)
+{
+	struct dest *q;
+	while ((q = dests_idle_expired(&b->dests, now)) != NULL) {
+		log_info("queue %s deleted: unused for its x-expires (%zu message%s dropped)",
+		    dest_name(q), dest_depth(q), dest_depth(q) == 1 ? "" : "s");
+		struct dest *topic = dest_bound_topic(q);
+		dest_purge(q, b->backend != NULL ? forget_kept : NULL, b);
+		dests_delete(&b->dests, q);
+		if (topic != NULL)
+			dests_release(&b->dests, topic);
+	}
+}
+
 static void
 expiry_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -115,6 +141,8 @@ expiry_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct broker *b = arg;
 	uint64_t now = b->dests.hooks.now_ms(b->dests.hooks.arg), start = monotonic_us();
+	if (b->dests.idle_head != NULL)
+		expire_idle_queues(b, now);
 	bool more;
 	while ((more = dests_expire(&b->dests, now, EXPIRY_CHUNK) == EXPIRY_CHUNK) &&
 	    monotonic_us() - start < EXPIRY_TURN_US)

@@ -19,6 +19,7 @@
 #include "eft/conn.h"
 #include "eft/dest.h"
 #include "eft/durable.h"
+#include "eft/qargs.h"
 #include "eft/hold.h"
 #include "eft/log.h"
 #include "eft/msg.h"
@@ -288,26 +289,32 @@ frame_tx(struct conn *c, const struct frame *f, bool *failed)
  * went is noted: it may have to wait for the backend (proto_handle).  -1
  * if out of memory. */
 static __attribute__((noinline)) int
-send_receipt_tracked(struct conn *c, const struct header *r)
+send_receipt_tracked(struct conn *c, const char *id, size_t len)
 {
 	uint64_t at = conn_out_pos(c);
-	if (wire_receipt(&c->out, c->session->version, r->value, r->value_len) != 0)
+	if (wire_receipt(&c->out, c->session->version, id, len) != 0)
 		return -1;
-	c->receipt_at = at;
+	/* A COMMIT writes its SENDs' RECEIPTs before its own: one range. */
+	if (c->receipt_end == 0)
+		c->receipt_at = at;
 	c->receipt_end = conn_out_pos(c);
 	return 0;
+}
+
+static inline int
+send_receipt_id(struct conn *c, const char *id, size_t len)
+{
+	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
+	if (__builtin_expect(c->receipt_tracked, 0))
+		return send_receipt_tracked(c, id, len);
+	return wire_receipt(&c->out, c->session->version, id, len);
 }
 
 static inline int
 send_receipt(struct conn *c, const struct frame *f)
 {
 	const struct header *r = frame_get(f, HDR_RECEIPT);
-	if (r == NULL)
-		return 0;
-	c->broker->stats.frames_out[STAT_OUT_RECEIPT]++;
-	if (__builtin_expect(c->receipt_tracked, 0))
-		return send_receipt_tracked(c, r);
-	return wire_receipt(&c->out, c->session->version, r->value, r->value_len);
+	return r != NULL ? send_receipt_id(c, r->value, r->value_len) : 0;
 }
 
 /* ---- CONNECT / STOMP ---- */
@@ -681,9 +688,14 @@ handle_send(struct conn *c, struct frame *f)
 	struct dest *d = NULL;
 	int rc;
 	if (__builtin_expect(sched != NULL, 0)) {
-		/* Held until its time (at COMMIT in a transaction), then routed. */
+		/* Held until its time (at COMMIT in a transaction, where its
+		 * RECEIPT is answered too), then routed. */
+		const struct header *rh = t != NULL ? frame_get(f, HDR_RECEIPT) : NULL;
 		rc = t == NULL ? schedule_add(&c->broker->sched, sched, m, ref.name, ref.len, kind,
-		    broker_now_ms(c->broker)) : tx_add_scheduled(t, m, ref.name, ref.len, kind, sched);
+		    broker_now_ms(c->broker)) : tx_add_scheduled(t, m, ref.name, ref.len, kind,
+		    rh ? rh->value : NULL, rh ? rh->value_len : 0, sched);
+		if (rc == 0 && t != NULL)
+			frame_forget(f, HDR_RECEIPT);
 		if (rc == SCHEDULE_FULL) {
 			msg_unref(m);
 			return fail_schedule_full(c, f);
@@ -698,8 +710,10 @@ handle_send(struct conn *c, struct frame *f)
 		    be->ops->check(be->impl, (int)kind, ref.name, ref.len, m, &why) : 0;
 		if (rc == BACKEND_DOWN)
 			rc = 0; /* the COMMIT finds out, when it checks again */
-		if (rc == 0)
-			rc = tx_add_send(t, m, ref.name, ref.len, kind);
+		const struct header *rh = frame_get(f, HDR_RECEIPT);
+		if (rc == 0 && (rc = tx_add_send(t, m, ref.name, ref.len, kind,
+		    rh ? rh->value : NULL, rh ? rh->value_len : 0)) == 0)
+			frame_forget(f, HDR_RECEIPT); /* answered at COMMIT (RabbitMQ's way) */
 	}
 	if (rc != 0) {
 		msg_unref(m); /* a failed call leaves the reference with us */
@@ -738,6 +752,14 @@ struct sub_request {
 	bool durable;
 	char durable_name[DURABLE_NAME_MAX];
 	size_t durable_len;
+	/* A topic subscription that reads from a queue of its own
+	 * (durable.h), named in durable_name: RabbitMQ's x-queue-name, or
+	 * one for its prefetch-count. */
+	bool sub_queue;
+	/* RabbitMQ's durable and auto-delete on a /queue/ SUBSCRIBE: given
+	 * (has_), and their values (defaults: durable, not auto-delete). */
+	bool has_durable, has_auto_delete, queue_durable, queue_auto_delete;
+	struct queue_args qargs;          /* RabbitMQ's x- arguments for its queue (qargs.h) */
 	const struct header *selector;    /* NULL: every message */
 	bool queue_pattern;               /* a wildcard queue subscription (dest.h) */
 };
@@ -846,6 +868,127 @@ subscribe_consumer(struct conn *c, struct frame *f, struct sub_request *rq)
 	return RESULT_OK;
 }
 
+/* RabbitMQ's x-queue-name on a topic SUBSCRIBE, checked: a queue name
+ * eftd can serve, which the user may read, and not in cluster mode.
+ * RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_queue_name(struct conn *c, struct frame *f)
+{
+	const struct header *h = frame_find(f, "x-queue-name");
+	if (h == NULL)
+		return RESULT_OK;
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->interest_added != NULL)
+		return fail(c, f, "x-queue-name is not supported in cluster mode",
+		    "In cluster mode a topic subscription has no queue of its own to name; "
+		    "subscribe without x-queue-name.");
+	char name[DURABLE_NAME_MAX];
+	int n = snprintf(name, sizeof(name), QUEUE_PREFIX "%.*s", (int)h->value_len, h->value);
+	enum address_kind kind;
+	if (h->value_len == 0 || n < 0 || (size_t)n >= sizeof(name) ||
+	    address_parse(name, (size_t)n, true, &kind) != ADDRESS_OK || kind != ADDR_QUEUE)
+		return fail(c, f, "bad x-queue-name", "x-queue-name must be a queue name of 1 to "
+		    "%zu bytes without CR or LF; got '%.*s'.", sizeof(name) - QUEUE_PREFIX_LEN - 1,
+		    SHOWN_N(h->value, h->value_len, 100));
+	if (!auth_may_read(c->session->user, name, (size_t)n))
+		return refuse(c, f, "permission denied", "User '%s' may not read queue '%s', "
+		    "which x-queue-name names.", auth_user_name(c->session->user), name);
+	return RESULT_OK;
+}
+
+/* RabbitMQ's durable and auto-delete headers on a /queue/ SUBSCRIBE (not
+ * /amq/queue/, which only names a queue that exists): what the queue is
+ * made as, and checked against one there already.  Not in cluster mode,
+ * where JetStream keeps every queue.  RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_queue_flags(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	if (rq->kind != ADDR_QUEUE || rq->ref.alias == ALIAS_QUEUE)
+		return RESULT_OK;
+	bool durable, auto_delete;
+	if (header_flag(c, f, "durable", &durable) != RESULT_OK ||
+	    header_flag(c, f, "auto-delete", &auto_delete) != RESULT_OK)
+		return RESULT_FAILED;
+	rq->has_durable = frame_find(f, "durable") != NULL;
+	rq->has_auto_delete = frame_find(f, "auto-delete") != NULL;
+	rq->queue_durable = !rq->has_durable || durable;
+	rq->queue_auto_delete = auto_delete;
+	const struct backend *be = c->broker->backend;
+	if ((!rq->queue_durable || rq->queue_auto_delete) && be != NULL &&
+	    be->ops->interest_added != NULL)
+		return fail(c, f, "durable:false and auto-delete:true are not supported in cluster "
+		    "mode", "In cluster mode every queue is kept in JetStream; subscribe without "
+		    "durable:false or auto-delete:true.");
+	return RESULT_OK;
+}
+
+/* RabbitMQ's x- arguments on a SUBSCRIBE that has a queue to make: a
+ * /queue/ one, or a topic's (which they give a queue of its own).  Not on a
+ * durable subscription, and not in cluster mode.  RESULT_FAILED after the
+ * ERROR naming the header. */
+static enum result
+subscribe_qargs(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	const char *header;
+	char why[320];
+	if (qargs_read(f, &rq->qargs, &header, why, sizeof(why)) != 0) {
+		char message[64];
+		snprintf(message, sizeof(message), "bad %s", header);
+		return fail(c, f, message, "%s", why);
+	}
+	if (rq->qargs.given == 0)
+		return RESULT_OK;
+	const struct backend *be = c->broker->backend;
+	if (be != NULL && be->ops->interest_added != NULL)
+		return fail(c, f, "x- arguments are not supported in cluster mode",
+		    "In cluster mode JetStream keeps the queues; set limits with the "
+		    "configuration's policies instead.");
+	if (rq->durable)
+		return fail(c, f, "x- arguments on durable subscriptions are not supported",
+		    "Subscribe to the durable subscription without x- arguments; a policy in the "
+		    "configuration can set its limits.");
+	const char *dlq = rq->qargs.values.dead_letter_queue;
+	if ((rq->qargs.given & QARG_DEAD_LETTER) &&
+	    !auth_may_write(c->session->user, dlq, strlen(dlq)))
+		return refuse(c, f, "permission denied", "User '%s' may not send to '%s', which "
+		    "x-dead-letter-routing-key names.", auth_user_name(c->session->user), dlq);
+	return RESULT_OK;
+}
+
+/* Does a (not durable) topic subscription get a queue of its own (durable.h)?
+ * With x-queue-name it does; with client acks and a prefetch-count too, but
+ * not with a selector (messages it does not want would wait in its queue),
+ * nor in cluster mode (the cluster carries topic subscriptions itself).
+ * RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_sub_queue(struct conn *c, struct frame *f, struct sub_request *rq)
+{
+	if (rq->kind != ADDR_TOPIC || rq->durable)
+		return RESULT_OK;
+	const struct header *xq = frame_find(f, "x-queue-name");
+	if (xq != NULL && rq->selector != NULL)
+		return fail(c, f, "selectors with x-queue-name are not supported",
+		    "Subscribe to the topic without a selector, or without x-queue-name.");
+	const struct backend *be = c->broker->backend;
+	bool limits = rq->opt.ack != ACK_AUTO && rq->opt.prefetch > 0 && rq->selector == NULL;
+	if (xq == NULL && rq->qargs.given == 0 &&
+	    (!limits || (be != NULL && be->ops->interest_added != NULL)))
+		return RESULT_OK;
+	if (rq->qargs.given != 0 && rq->selector != NULL)
+		return fail(c, f, "selectors with x- arguments on a topic are not supported",
+		    "Subscribe to the topic without a selector, or without x- arguments.");
+	int n = xq != NULL ?
+	    snprintf(rq->durable_name, sizeof(rq->durable_name), QUEUE_PREFIX "%.*s",
+	    (int)xq->value_len, xq->value) :
+	    snprintf(rq->durable_name, sizeof(rq->durable_name),
+	    QUEUE_PREFIX "stomp-subscription-%" PRIu64, c->broker->dests.next_sub_seq);
+	if (n < 0 || (size_t)n >= sizeof(rq->durable_name))
+		return fail_oom(c, f);  /* cannot be: checked (subscribe_queue_name) */
+	rq->durable_len = (size_t)n;
+	rq->sub_queue = true;
+	return RESULT_OK;
+}
+
 /* The destination, id, ack mode, prefetch, consumer options and durable
  * name of a SUBSCRIBE; RESULT_OK, or RESULT_FAILED after the ERROR. */
 static enum result
@@ -916,9 +1059,12 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		return fail(c, f, "bad prefetch-count", "prefetch-count must be a number; got '%.*s'.",
 		    SHOWN_N(ph->value, ph->value_len, 100));
 	rq->opt.prefetch = (uint32_t)prefetch;
-	if (subscribe_consumer(c, f, rq) != RESULT_OK)
+	if (subscribe_consumer(c, f, rq) != RESULT_OK ||
+	    subscribe_queue_flags(c, f, rq) != RESULT_OK)
 		return RESULT_FAILED;
 
+	if (rq->kind == ADDR_TOPIC && subscribe_queue_name(c, f) != RESULT_OK)
+		return RESULT_FAILED;
 	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
 	rq->selector = frame_get(f, HDR_SELECTOR);
@@ -927,7 +1073,11 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 	if (rq->selector != NULL && rq->durable)
 		return fail(c, f, "selectors on durable subscriptions are not supported",
 		    "Subscribe to the topic without a selector, or without a durable name.");
-	return RESULT_OK;
+	bool makes_queue = rq->kind == ADDR_TOPIC ||
+	    (rq->kind == ADDR_QUEUE && rq->ref.alias != ALIAS_QUEUE);
+	if (makes_queue && subscribe_qargs(c, f, rq) != RESULT_OK)
+		return RESULT_FAILED;
+	return subscribe_sub_queue(c, f, rq);
 }
 
 /* The compiled selector into *sel (NULL if none); RESULT_FAILED after the
@@ -953,7 +1103,73 @@ static enum result
 fail_durable_in_use(struct conn *c, const struct frame *f, const char *name)
 {
 	return fail(c, f, "durable subscription in use", "Another connection is subscribed to "
-	    "durable subscription '%s'.", name + strlen(DURABLE_PREFIX));
+	    "durable subscription '%s'.", durable_shown(name));
+}
+
+/* A queue's durable or auto-delete header that differs from what the queue
+ * is: RabbitMQ's PRECONDITION_FAILED (inequivalent arg). */
+static enum result
+fail_inequivalent(struct conn *c, const struct frame *f, const struct dest *d, const char *header,
+    bool asked, bool is)
+{
+	return fail(c, f, "precondition_failed", "Queue '%s' exists with %s:%s, and this "
+	    "SUBSCRIBE asks for %s:%s.", dest_name(d) + QUEUE_PREFIX_LEN, header,
+	    is ? "true" : "false", header, asked ? "true" : "false");
+}
+
+/* A queue just made takes the x- arguments given over its policy: 0, or -1
+ * if out of memory. */
+static int
+queue_set_qargs(struct dest *d, const struct queue_args *qa)
+{
+	if (qa->given == 0)
+		return 0;
+	struct dest_policy p = *dest_policy(d);
+	qargs_apply(qa, &p);
+	return dest_set_policy(d, &p);
+}
+
+/* An x- argument unlike the queue's: RabbitMQ's PRECONDITION_FAILED. */
+static enum result
+fail_qarg_differs(struct conn *c, const struct frame *f, const struct dest *d, const char *header)
+{
+	return fail(c, f, "precondition_failed", "Queue '%s' exists with another %s than this "
+	    "SUBSCRIBE gives (inequivalent arg).", dest_name(d) + QUEUE_PREFIX_LEN, header);
+}
+
+/* A /queue/ SUBSCRIBE's queue: made as its durable and auto-delete headers
+ * say, or, if it is there, checked against those given.  NULL with *res
+ * as for subscribe_target. */
+static struct dest *
+subscribe_queue(struct conn *c, struct frame *f, const struct sub_request *rq, enum result *res)
+{
+	struct dests *dests = &c->broker->dests;
+	struct dest *d = dests_find(dests, rq->ref.name, rq->ref.len);
+	if (d == NULL) {
+		d = dests_get(dests, rq->ref.name, rq->ref.len, DEST_QUEUE);
+		if (d == NULL || dest_kind(d) != DEST_QUEUE)
+			return d;
+		if (queue_set_qargs(d, &rq->qargs) != 0) {
+			dests_release(dests, d);
+			return NULL;
+		}
+		dest_set_transient(d, !rq->queue_durable || rq->queue_auto_delete);
+		dest_set_auto_delete(d, rq->queue_auto_delete);
+		return d;
+	}
+	if (dest_kind(d) != DEST_QUEUE)
+		return d;
+	const char *differs = qargs_differ(&rq->qargs, dest_policy(d));
+	if (differs != NULL)
+		*res = fail_qarg_differs(c, f, d, differs);
+	else if (rq->has_auto_delete && rq->queue_auto_delete != dest_auto_delete(d))
+		*res = fail_inequivalent(c, f, d, "auto-delete", rq->queue_auto_delete,
+		    dest_auto_delete(d));
+	else if (rq->has_durable && rq->queue_durable == dest_transient(d))
+		*res = fail_inequivalent(c, f, d, "durable", rq->queue_durable, !dest_transient(d));
+	else
+		return d;
+	return NULL;
 }
 
 /* The destination the subscription takes messages from: a durable
@@ -988,10 +1204,35 @@ subscribe_target(struct conn *c, struct frame *f, const struct sub_request *rq,
 			*res = fail_durable_in_use(c, f, rq->durable_name);
 		return d;
 	}
+	if (rq->sub_queue) {
+		enum durable_open_error why;
+		d = subscription_queue_open(c->broker, rq->durable_name, rq->durable_len,
+		    rq->ref.name, rq->ref.len, &why);
+		if (d == NULL && why == DURABLE_TAKEN)
+			*res = fail(c, f, "precondition_failed", "x-queue-name names queue '%s', "
+			    "which exists and is not a subscription queue of '%.*s'.",
+			    rq->durable_name, SHOWN(rq->ref.h));
+		if (d == NULL)
+			return NULL;
+		/* Just made (nobody subscribed yet), or shared. */
+		const char *differs = dest_subscribers(d) > 0 ?
+		    qargs_differ(&rq->qargs, dest_policy(d)) : NULL;
+		if (differs != NULL) {
+			*res = fail_qarg_differs(c, f, d, differs);
+			return NULL;
+		}
+		if (dest_subscribers(d) == 0 && queue_set_qargs(d, &rq->qargs) != 0) {
+			dests_release(dests, d);
+			return NULL;
+		}
+		return d;
+	}
 	if (rq->tq != NULL)
 		return rq->tq->dest;
 	if (rq->queue_pattern)
 		return dests_get_queue_pattern(dests, rq->ref.name, rq->ref.len);
+	if (rq->kind == ADDR_QUEUE && rq->ref.alias != ALIAS_QUEUE)
+		return subscribe_queue(c, f, rq, res);
 	return dests_get(dests, rq->ref.name, rq->ref.len,
 	    rq->kind == ADDR_TOPIC ? DEST_TOPIC : DEST_QUEUE);
 }
@@ -1079,7 +1320,7 @@ static enum result
 end_durable(struct conn *c, struct frame *f, const char *name, size_t len, bool had_sub)
 {
 	struct dest *q = dests_find(&c->broker->dests, name, len);
-	const char *shown = name + strlen(DURABLE_PREFIX);
+	const char *shown = durable_shown(name);
 	const struct backend *be = c->broker->backend;
 	if (be != NULL && be->ops->durable_close != NULL) {
 		/* JetStream knows whether it exists; ending one that does not is
@@ -1212,6 +1453,15 @@ handle_begin(struct conn *c, struct frame *f)
 	return tx_begin(c->session, h->value, h->value_len) ? RESULT_OK : fail_oom(c, f);
 }
 
+/* The RECEIPT of a SEND in a committed transaction. */
+static void
+commit_receipt(void *arg, const char *id, size_t len)
+{
+	struct conn *c = arg;
+	if (send_receipt_id(c, id, len) != 0)
+		log_error("%s: out of memory writing RECEIPT", c->peer);
+}
+
 static enum result
 end_tx(struct conn *c, struct frame *f, bool commit)
 {
@@ -1230,7 +1480,7 @@ end_tx(struct conn *c, struct frame *f, bool commit)
 		tx_abort(c->session, t);
 		return fail_unstored(c, f);
 	}
-	int rc = tx_commit(c->session, t);
+	int rc = tx_commit(c->session, t, commit_receipt, c);
 	if (rc == SCHEDULE_FULL)
 		return fail_schedule_full(c, f);
 	return rc == 0 ? RESULT_OK : rc == -1 ? fail_oom(c, f) : fail_cluster(c, f, rc);

@@ -79,7 +79,8 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 		return 0;
 	}
-	/* A topic's durable subscriptions get copies of their own first (the
+	/* A topic's durable subscriptions and subscription queues get copies
+	 * of their own first (the
 	 * topic's delivery may drop the last reference to m). */
 	size_t nfeeds = 0;
 	struct dest *const *feeds = dest_kind(d) == DEST_TOPIC ? dest_feeds(d, &nfeeds) : NULL;
@@ -94,10 +95,11 @@ publish_kept(struct session *ss, struct dest *d, struct msg *m)
 		}
 	}
 	/* A persistent message is kept when it reaches a queue (temp-queues
-	 * live as their owner does, so they keep nothing), with the expiry the
-	 * queue gives it. */
+	 * live as their owner does, and transient queues, subscription queues
+	 * among them, are lost at a restart, so they keep nothing), with the
+	 * expiry the queue gives it. */
 	if (m->persistent && b->backend != NULL && dest_kind(d) == DEST_QUEUE &&
-	    dest_temp(d) == NULL) {
+	    dest_temp(d) == NULL && !dest_transient(d)) {
 		dest_stamp(d, m);
 		if (backend_keep(b->backend, d, m) != 0)
 			return -1;
@@ -111,7 +113,7 @@ static inline int
 deliver(struct session *ss, struct dest *d, struct msg *m)
 {
 	struct broker *b = ss->broker;
-	if (b->backend != NULL || b->durables > 0)
+	if (b->backend != NULL || b->dests.nbound > 0)
 		return publish_kept(ss, d, m);
 	dest_publish(d, m, &b->stats.dropped[STAT_DROP_NO_MEMORY]);
 	return 0;

@@ -23,6 +23,7 @@ session_new(struct broker *b, const char *peer, struct outbuf *out,
 		.arg = arg,
 		.dests = &b->dests,
 		.counts = &b->stats.subs,
+		.redelivered_false = b->cfg->redelivered_always,
 	};
 	session_set_version(s, STOMP_1_0);
 	return s;

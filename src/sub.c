@@ -101,14 +101,21 @@ sub_new(struct endpoint *ep, struct dest *d, const char *id, size_t id_len, bool
 		goto fail;
 	size_t esc = has_id ? frame_escaped_len(ep->version, id, id_len) : 0;
 	s->id = malloc(id_len + 1);
-	s->sub_line = malloc(has_id ? esc + 15 : 1);
+	/* RabbitMQ's redelivered:false on first deliveries is part of the
+	 * line written with each MESSAGE, so that it costs nothing per
+	 * message (a redelivery skips it: wire.c). */
+	static const char first[] = "redelivered:false\n";
+	s->first_len = ep->redelivered_false ? sizeof(first) - 1 : 0;
+	s->sub_line = malloc(s->first_len + (has_id ? esc + 15 : 1));
 	if (s->id == NULL || s->sub_line == NULL)
 		goto fail;
 	memcpy(s->id, id, id_len);
 	s->id[id_len] = '\0';
 	s->id_len = id_len;
+	memcpy(s->sub_line, first, s->first_len);
+	s->sub_line_len = s->first_len;
 	if (has_id) {
-		char *p = s->sub_line;
+		char *p = s->sub_line + s->first_len;
 		memcpy(p, "subscription:", 13);
 		p = frame_escape(ep->version, p + 13, id, id_len);
 		*p++ = '\n';

@@ -50,16 +50,22 @@ tx_append(struct tx *t, struct tx_op *op)
 }
 
 int
-tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum address_kind kind)
+tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum address_kind kind,
+    const char *receipt, size_t receipt_len)
 {
 	struct tx_op *op = calloc(1, sizeof(*op));
-	char *name = malloc(dest_len);
+	char *name = malloc(dest_len + (receipt != NULL ? receipt_len : 0) + 1);
 	if (op == NULL || name == NULL) {
 		free(op);
 		free(name);
 		return -1;
 	}
 	memcpy(name, dest, dest_len);
+	if (receipt != NULL) {
+		memcpy(name + dest_len, receipt, receipt_len);
+		op->receipt = name + dest_len;
+		op->receipt_len = receipt_len;
+	}
 	op->kind = TX_SEND;
 	op->msg = m;
 	op->dest = name;
@@ -71,13 +77,14 @@ tx_add_send(struct tx *t, struct msg *m, const char *dest, size_t dest_len, enum
 
 int
 tx_add_scheduled(struct tx *t, struct msg *m, const char *dest, size_t dest_len,
-    enum address_kind kind, const struct schedule_spec *spec)
+    enum address_kind kind, const char *receipt, size_t receipt_len,
+    const struct schedule_spec *spec)
 {
 	struct schedule_spec *copy = malloc(sizeof(*copy));
 	if (copy == NULL)
 		return -1;
 	*copy = *spec;
-	if (tx_add_send(t, m, dest, dest_len, kind) != 0) {
+	if (tx_add_send(t, m, dest, dest_len, kind, receipt, receipt_len) != 0) {
 		free(copy);
 		return -1;
 	}
@@ -146,7 +153,8 @@ tx_backend_room(const struct backend *be, const struct tx *t)
 }
 
 int
-tx_commit(struct session *ss, struct tx *t)
+tx_commit(struct session *ss, struct tx *t, void (*receipt)(void *arg, const char *id, size_t len),
+    void *arg)
 {
 	struct tx_op *op;
 	const struct backend *be = ss->broker->backend;
@@ -247,6 +255,9 @@ tx_commit(struct session *ss, struct tx *t)
 	}
 	if (be != NULL)
 		backend_batch_end(be);
+	for (op = t->head; receipt != NULL && op != NULL; op = op->next)
+		if (op->kind == TX_SEND && op->receipt != NULL)
+			receipt(arg, op->receipt, op->receipt_len);
 	tx_free(ss, t);
 	return 0;
 }

@@ -33,16 +33,17 @@ put_header(char *p, enum stomp_version v, const char *name, const char *value, s
 	return p;
 }
 
-int
-wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
-    const char *ack_id, size_t ack_len, bool redelivered)
+/* MESSAGE: sub_line from byte skip, the ack line, then extra (extra_len
+ * bytes, may be none).  Inlined twice: for a first delivery with constants
+ * (nothing skipped, nothing extra), so the common path tests nothing, and
+ * for a redelivery. */
+static inline __attribute__((always_inline)) int
+write_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
+    const char *ack_id, size_t ack_len, size_t skip, const char *extra, size_t extra_len)
 {
-	static const char redelivered_line[] = "redelivered:true\n";
-	size_t head = 8 + s->sub_line_len + m->block_len[v] + 1;
+	size_t head = 8 + s->sub_line_len - skip + m->block_len[v] + 1 + extra_len;
 	if (ack_id != NULL)
 		head += 5 + ack_len;
-	if (redelivered)
-		head += sizeof(redelivered_line) - 1;
 	bool by_ref = m->body_len + 1 >= WIRE_REFERENCE_MIN;
 	size_t total = head + (by_ref ? 0 : m->body_len + 1);
 
@@ -50,14 +51,14 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 	if (start == NULL)
 		return -1;
 	char *p = put(start, "MESSAGE\n", 8);
-	p = put(p, s->sub_line, s->sub_line_len);
+	p = put(p, s->sub_line + skip, s->sub_line_len - skip);
 	if (ack_id != NULL) {
 		p = put(p, "ack:", 4);
 		p = put(p, ack_id, ack_len);
 		*p++ = '\n';
 	}
-	if (redelivered)
-		p = put(p, redelivered_line, sizeof(redelivered_line) - 1);
+	if (extra_len > 0)
+		p = put(p, extra, extra_len);
 	p = put(p, m->block[v], m->block_len[v]);
 	*p++ = '\n';
 	if (!by_ref) {
@@ -73,6 +74,25 @@ wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, stru
 		return -1;
 	}
 	return 0;
+}
+
+/* A redelivery says so; sub_line's redelivered:false (redelivered-always),
+ * if any, is skipped. */
+static __attribute__((noinline)) int
+write_redelivered(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
+    const char *ack_id, size_t ack_len)
+{
+	static const char line[] = "redelivered:true\n";
+	return write_message(out, v, s, m, ack_id, ack_len, s->first_len, line, sizeof(line) - 1);
+}
+
+int
+wire_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
+    const char *ack_id, size_t ack_len, bool redelivered)
+{
+	if (__builtin_expect(redelivered, 0))
+		return write_redelivered(out, v, s, m, ack_id, ack_len);
+	return write_message(out, v, s, m, ack_id, ack_len, 0, NULL, 0);
 }
 
 int

@@ -63,6 +63,7 @@ enum config_key {
 	CFG_CLUSTER_REPLICAS,
 	CFG_CLUSTER_ACK_WAIT_MS,
 	CFG_LOG_FILE,
+	CFG_REDELIVERED_ALWAYS,
 	CFG_NKEYS
 };
 
@@ -138,6 +139,7 @@ struct config {
 	char data_dir[PATH_MAX];      /* the journal's folder; "": everything in memory */
 	char fsync[16];               /* "always", "everysec" or "no" */
 	bool persistent_default;      /* every queue message is persistent, as if persistent:true */
+	bool redelivered_always;      /* MESSAGE carries redelivered:false too (RabbitMQ's way) */
 	size_t max_disk;              /* journal bytes above which producers wait; 0: 80% of free space */
 	size_t journal_segment_size;  /* a new journal file is begun past this size */
 	bool recover;                 /* skip damaged journal records instead of refusing to start */

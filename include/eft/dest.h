@@ -143,6 +143,8 @@ struct dests {
 	 * their first element, so that a pattern beginning with a name looks
 	 * only at the queues that begin with it (dest.c). */
 	struct queue_group *queue_groups;
+	size_t nbound;       /* queues fed by a topic (dest_bind): publishes look for them */
+	struct dest *idle_head; /* queues that expire unused (x-expires) with no subscriber */
 };
 
 /* The owner's hooks, registered once at start (lifetime.c): -1 if some
@@ -151,7 +153,9 @@ int dests_set_hooks(struct dests *t, const struct dests_hooks *hooks);
 struct dest *dests_find(struct dests *t, const char *name, size_t len);
 /* Find or create; NULL if out of memory. */
 struct dest *dests_get(struct dests *t, const char *name, size_t len, enum dest_kind kind);
-/* Forget d if nothing holds it: no subscribers, no messages, not a temp-queue. */
+/* Forget d if nothing holds it: no subscribers, no messages, not a temp-queue,
+ * no policy of its own (dest_set_policy); an auto-delete queue goes as soon
+ * as it has no subscriber, with its messages. */
 void dests_release(struct dests *t, struct dest *d);
 /* Delete d (it has no subscribers) with its messages. */
 void dests_delete(struct dests *t, struct dest *d);
@@ -198,6 +202,11 @@ void dests_foreach_mutable(struct dests *t, void (*fn)(struct dest *d, void *arg
  * destinations nothing holds any more (dests_prune is not needed: a queue
  * emptied here is released). */
 size_t dests_expire(struct dests *t, uint64_t now, size_t budget);
+/* A queue whose policy's expires_ms has passed since it last had a
+ * subscriber (RabbitMQ's x-expires), with nothing handed out: the caller
+ * deletes it (dests_delete) and asks again; NULL if none.  Walks the
+ * queues without subscribers that have such a policy, only those. */
+struct dest *dests_idle_expired(const struct dests *t, uint64_t now);
 /* When the next queued message expires; 0 if none does. */
 uint64_t dests_next_expiry(const struct dests *t);
 
@@ -215,6 +224,11 @@ size_t dest_unacked(const struct dest *d);     /* handed out, not yet acknowledg
 uint64_t dest_published(const struct dest *d); /* messages published to it since it was made */
 struct temp *dest_temp(const struct dest *d);  /* the temp-queue it is, or NULL */
 const struct dest_policy *dest_policy(const struct dest *d);
+/* Give d a policy of its own, a copy of p, instead of the one it was made
+ * with (RabbitMQ's x- arguments, qargs.h): for a queue just made, before
+ * it holds anything.  Such a queue is kept while empty and unused, as a
+ * declared RabbitMQ queue is.  -1 if out of memory (d is unchanged). */
+int dest_set_policy(struct dest *d, const struct dest_policy *p);
 size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
 /* The backend of d's destinations, or NULL. */
@@ -282,6 +296,15 @@ void dest_dispatch(struct dest *d);
 int dest_bind(struct dest *queue, struct dest *topic);
 void dest_unbind(struct dest *queue);
 struct dest *dest_bound_topic(const struct dest *queue);   /* NULL: not durable */
+/* An auto-delete queue (a subscription queue, durable.h, or RabbitMQ's
+ * auto-delete:true): dests_release deletes it, with what it holds, once it
+ * has no subscriber and nothing handed out. */
+void dest_set_auto_delete(struct dest *queue, bool on);
+bool dest_auto_delete(const struct dest *queue);
+/* A transient queue (RabbitMQ's durable:false, and every auto-delete one):
+ * the journal keeps none of its messages, so none outlives a restart. */
+void dest_set_transient(struct dest *queue, bool on);
+bool dest_transient(const struct dest *queue);
 /* The durable queues a topic feeds, *n of them. */
 struct dest *const *dest_feeds(const struct dest *topic, size_t *n);
 /* Take every queued message off d: fn (if not NULL) sees each before its

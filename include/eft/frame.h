@@ -91,6 +91,14 @@ frame_get(const struct frame *f, enum hdr_id id)
 	return f->known[id] < 0 ? NULL : &f->hdr[f->known[id]];
 }
 
+/* Forget that f has a known header (a handler that takes it over: a SEND's
+ * receipt in a transaction, answered at COMMIT). */
+static inline void
+frame_forget(struct frame *f, enum hdr_id id)
+{
+	f->known[id] = -1;
+}
+
 /* First header named name, for the rare ones the parser does not index
  * (persistent, client-id, activemq.*): a walk over the headers; or NULL. */
 const struct header *frame_find(const struct frame *f, const char *name);

@@ -27,6 +27,10 @@ struct dest_policy {
 	uint64_t message_ttl_ms;        /* 0: none; else the lifetime of messages sent without one */
 	uint32_t max_redeliveries;      /* 0: no limit */
 	char dead_letter_queue[POLICY_NAME_MAX]; /* "/queue/NAME", or "": dead messages are dropped */
+	uint8_t max_priority;           /* 0: none; else a higher message priority counts as
+	                                   this (RabbitMQ's x-max-priority, qargs.h) */
+	uint64_t expires_ms;            /* 0: never; else a queue is deleted after that long
+	                                   without a subscriber (RabbitMQ's x-expires) */
 };
 
 /* Does the destination name (len bytes, not NUL-terminated) match pattern?

@@ -50,6 +50,8 @@ struct endpoint {
 	struct delivery *deliveries;          /* unacked, by key */
 	struct dests *dests;
 	struct sub_counts *counts;
+	bool redelivered_false;               /* first deliveries say redelivered:false
+	                                         (redelivered-always = yes, as RabbitMQ) */
 };
 
 enum ack_mode { ACK_AUTO, ACK_CLIENT, ACK_CLIENT_INDIVIDUAL };
@@ -94,8 +96,11 @@ struct sub {
 	UT_hash_handle hh;                 /* in ep->subs, keyed by id */
 	char *id;                          /* the client's id (1.0 without id: the destination) */
 	size_t id_len;
-	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id */
+	char *sub_line;                    /* "subscription:ID\n", encoded; "" when the client gave no id;
+	                                      after "redelivered:false\n" if ep->redelivered_false */
 	size_t sub_line_len;
+	size_t first_len;                  /* the length of that "redelivered:false\n", or 0: a
+	                                      redelivery writes the rest of sub_line (wire.c) */
 	struct endpoint *ep;
 	struct dest *dest;
 	struct sub **owner_ref;            /* if not NULL, set to NULL when it ends (a temp-queue's

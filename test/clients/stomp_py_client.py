@@ -468,6 +468,37 @@ def sc_scheduled(port, version="1.2"):
     return "delivered after %.0f ms (AMQ_SCHEDULED_DELAY 400)" % (waited * 1000)
 
 
+def sc_topic_prefetch(port, version="1.2"):
+    """RabbitMQ's prefetch-count on a topic subscription, with its queue
+    named by x-queue-name: two of five messages arrive, the rest wait in
+    that queue and come one per ACK; a SEND to /amq/queue/NAME reaches it."""
+    topic = "/topic/py-prefetch-" + RUN
+    qname = "py-prefetch-q-" + RUN
+    c, l = connect(port, version, "tprefetch")
+    c.subscribe(topic, id="tp", ack="client-individual", receipt="sub-tp",
+                headers={"prefetch-count": "2", "x-queue-name": qname})
+    l.receipt("sub-tp")
+    pub, pl = connect(port, version, "tprefetch-pub")
+    for i in range(4):
+        pub.send(topic, "m%d" % i)
+    pub.send("/amq/queue/" + qname, "m4", receipt="tp-sent")
+    pl.receipt("tp-sent")
+    got = [l.next_message(what="message %d under the prefetch" % i) for i in range(2)]
+    time.sleep(0.2)
+    with l.cond:
+        check(not l.messages, "more than prefetch-count 2 unacked: %r" % [f.body for f in l.messages])
+    for i in range(3):
+        ack(c, version, got[i], "tp")
+        got.append(l.next_message(what="message %d after an ACK" % (i + 2)))
+    eq([m.body for m in got], ["m0", "m1", "m2", "m3", "m4"], "in order, through the queue")
+    eq(got[0].headers.get("destination"), topic, "destination is the topic")
+    for m in got[3:]:
+        ack(c, version, m, "tp")
+    disconnect(c, l)
+    disconnect(pub, pl)
+    return "5 through a prefetch-count 2 topic subscription and its x-queue-name queue"
+
+
 def scenarios():
     s = {}
     for ver in ("1.0", "1.1", "1.2"):
@@ -486,6 +517,7 @@ def scenarios():
     s["exclusive_12"] = (sc_exclusive, "1.2")
     s["queue_wildcards_12"] = (sc_queue_wildcards, "1.2")
     s["scheduled_12"] = (sc_scheduled, "1.2")
+    s["topic_prefetch_12"] = (sc_topic_prefetch, "1.2")
     return s
 
 

@@ -361,6 +361,24 @@ class Api(Admin):
         self.assertEqual(request(self.admin, "DELETE", "/api/queues/bad%zz")[0], 400)
         self.assertEqual(request(self.admin, "DELETE", "/api/queues/nul%00")[0], 400)
 
+    def test_subscription_queues(self):
+        """A topic subscription with a queue of its own (prefetch-count,
+        x-queue-name): the queue is a "subscription" one, its subscriber
+        counts as the topic's, and it is no durable subscription."""
+        c = self.raw()
+        subscribe(c, "/topic/t", "p", ack="client", headers=[("prefetch-count", "1"),
+                                                               ("x-queue-name", "tq")])
+        subscribe(c, "/topic/t", "plain")
+        p = self.raw()
+        p.send_frame("SEND", [("destination", "/topic/t")], "x")
+        p.send_frame("SEND", [("destination", "/topic/t"), ("receipt", "s")], "y")
+        expect_receipt(p, "s")
+        queues = get_json(self.admin, "/api/queues")
+        self.assertEqual([(q["name"], q["type"], q["depth"], q["unacked"]) for q in queues],
+                         [("/queue/tq", "subscription", 1, 1)])
+        self.assertEqual(get_json(self.admin, "/api/topics"), [
+            {"name": "/topic/t", "subscribers": 2, "durable_subscriptions": 0, "published": 2}])
+
     def test_delete_durable_subscription(self):
         """Deleting a durable subscription's queue ends the subscription."""
         c = self.raw()

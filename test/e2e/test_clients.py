@@ -28,7 +28,7 @@ PY_SCENARIOS = [
     "basic_11", "ack_client_11", "ack_individual_11", "nack_11", "tx_11", "receipts_11",
     "basic_12", "ack_client_12", "ack_individual_12", "nack_12", "tx_12", "receipts_12",
     "heartbeats_12", "topic_fanout", "bulk_12", "wildcards_12",
-    "exclusive_12", "queue_wildcards_12", "scheduled_12",
+    "exclusive_12", "queue_wildcards_12", "scheduled_12", "topic_prefetch_12",
 ]
 
 

@@ -233,18 +233,23 @@ test_transaction_commit_abort(void **state)
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	feed(c, "SUBSCRIBE\nid:s\ndestination:/queue/tx\n\n");
 	feed(p, "BEGIN\ntransaction:t1\n\n");
-	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t1\n\nin-tx");
+	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t1\nreceipt:s1\n\nin-tx");
+	/* A SEND's RECEIPT in a transaction comes at COMMIT, before the
+	 * COMMIT's own (RabbitMQ's way). */
 	expect_output(c, "");
+	expect_output(p, "");
 	feed(p, "COMMIT\ntransaction:t1\nreceipt:c\n\n");
-	expect_output(p, "RECEIPT\nreceipt-id:c\n\n|");
+	expect_output(p, "RECEIPT\nreceipt-id:s1\n\n|RECEIPT\nreceipt-id:c\n\n|");
 	char *out = output(c);
 	assert_int_equal(count(out, "\n\nin-tx|"), 1);
 	assert_null(strstr(out, "transaction:"));
 	free(out);
 	feed(p, "BEGIN\ntransaction:t2\n\n");
-	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t2\n\naborted");
-	feed(p, "ABORT\ntransaction:t2\n\n");
+	feed(p, "SEND\ndestination:/queue/tx\ntransaction:t2\nreceipt:s2\n\naborted");
+	feed(p, "ABORT\ntransaction:t2\nreceipt:a\n\n");
 	expect_output(c, "");
+	/* ABORT drops its SENDs' RECEIPTs with them, as RabbitMQ does. */
+	expect_output(p, "RECEIPT\nreceipt-id:a\n\n|");
 	assert_null(p->session->txs);
 	/* An unknown transaction is an error that closes the connection. */
 	feed(p, "COMMIT\ntransaction:t2\nreceipt:x\n\n");
