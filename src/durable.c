@@ -1,7 +1,6 @@
 /* durable.c - durable topic subscriptions (see durable.h). */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "eft/backend.h"
 #include "eft/broker.h"
@@ -9,16 +8,6 @@
 #include "eft/frame.h"
 #include "eft/log.h"
 #include "eft/session.h"
-
-/* A true/false header in any case: clients written in Python send "True"
- * and "False" (str() of a bool), and RabbitMQ takes them. */
-static bool
-header_bool_is(const struct frame *f, const char *name, const char *value)
-{
-	const struct header *h = frame_find(f, name);
-	return h != NULL && h->value_len == strlen(value) &&
-	    strncasecmp(h->value, value, h->value_len) == 0;
-}
 
 bool
 durable_name(const struct session *ss, const struct frame *f, char *out, size_t outlen,
@@ -31,8 +20,8 @@ durable_name(const struct session *ss, const struct frame *f, char *out, size_t 
 		n = snprintf(out, outlen, DURABLE_PREFIX "activemq:%s:%.*s", ss->client_id,
 		    (int)name->value_len, name->value);
 	} else if (id != NULL && (f->cmd == CMD_UNSUBSCRIBE ||
-	    header_bool_is(f, "auto-delete", "false")) &&
-	    (header_bool_is(f, "durable", "true") || header_bool_is(f, "persistent", "true"))) {
+	    frame_header_is_nocase(f, "auto-delete", "false")) &&
+	    (frame_header_is_nocase(f, "durable", "true") || frame_header_is_nocase(f, "persistent", "true"))) {
 		/* RabbitMQ: SUBSCRIBE with durable:true and auto-delete:false
 		 * makes one (auto-delete alone would delete it at the
 		 * UNSUBSCRIBE); UNSUBSCRIBE with durable:true (or the legacy

@@ -1067,6 +1067,13 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		return RESULT_FAILED;
 	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
+	/* RabbitMQ names a durable subscription by its id: without one (STOMP
+	 * 1.0 allows that) it would silently be a plain subscription. */
+	if (rq->kind == ADDR_TOPIC && !rq->has_id && (frame_header_is_nocase(f, "durable", "true") ||
+	    frame_header_is_nocase(f, "persistent", "true")))
+		return fail(c, f, "missing 'id' header",
+		    "A durable subscription (durable:true or persistent:true) is named by its "
+		    "'id' header: give one.");
 	rq->selector = frame_get(f, HDR_SELECTOR);
 	if (rq->selector != NULL && blank(rq->selector->value, rq->selector->value_len))
 		rq->selector = NULL; /* every message, as with none */

@@ -115,6 +115,29 @@ class XQueueName(BrokerTest):
         self.assertEqual(u.expect_error_and_close()["message"], "not_found")
 
 
+class DurableNeedsAnId(BrokerTest):
+    """A durable subscription is named by its id; a STOMP 1.0 SUBSCRIBE may
+    leave the id out, and must then be refused, not made a plain one."""
+
+    def test_durable_without_an_id_is_refused(self):
+        for header, value in (("durable", "true"), ("persistent", "True")):
+            with self.subTest(header=header):
+                c = self.client(connect="1.0")
+                c.send_frame("SUBSCRIBE", [("destination", "/topic/dur-no-id"), (header, value),
+                                           ("receipt", "sub")])
+                f = c.expect_error_and_close()
+                self.assertEqual(f["message"], "missing 'id' header")
+                self.assertEqual(f["receipt-id"], "sub")
+
+    def test_a_plain_1_0_subscription_still_needs_no_id(self):
+        c = self.client(connect="1.0")
+        c.send_frame("SUBSCRIBE", [("destination", "/topic/plain-no-id"), ("durable", "false"),
+                                   ("receipt", "sub")])
+        expect_receipt(c, "sub")
+        send_all(self.client(), [("/topic/plain-no-id", "hello")])
+        self.assertEqual(expect_messages(c, 1)[0].body, b"hello")
+
+
 class QueueFlags(BrokerTest):
     """durable and auto-delete on a /queue/ SUBSCRIBE, as RabbitMQ declares
     the queue with them."""
