@@ -943,6 +943,12 @@ dest_policy(const struct dest *d)
 	return d->policy;
 }
 
+bool
+dest_has_own_policy(const struct dest *d)
+{
+	return d->own_policy != NULL;
+}
+
 int
 dest_set_policy(struct dest *d, const struct dest_policy *p)
 {

@@ -229,6 +229,8 @@ const struct dest_policy *dest_policy(const struct dest *d);
  * it holds anything.  Such a queue is kept while empty and unused, as a
  * declared RabbitMQ queue is.  -1 if out of memory (d is unchanged). */
 int dest_set_policy(struct dest *d, const struct dest_policy *p);
+/* Has d a policy of its own (dest_set_policy), so that it is kept empty? */
+bool dest_has_own_policy(const struct dest *d);
 size_t dest_by_priority(const struct dest *d, unsigned priority); /* queued at it (walks them) */
 void dest_set_temp(struct dest *d, struct temp *t);
 /* The backend of d's destinations, or NULL. */

@@ -107,7 +107,7 @@ class RestartTest(DurableBase):
         b = self.start()
         c = self.client(b)
         for i, value in enumerate(("True", "TRUE", "true", "False")):
-            send(c, "/queue/case", value, "r%d" % i, [("persistent", value)])
+            send(c, "/queue/case", value, [("persistent", value)], "r%d" % i)
         self.stop(b)
         self.assertIn("(of 4 queued on 1 destination; the other 3, persistent, stay in the "
                       "journal)", b.read_log())

@@ -170,11 +170,15 @@ class Transactions(BrokerTest):
         send(p, "/queue/tx", "aborted", [("transaction", "a"), ("AMQ_SCHEDULED_DELAY", "100")])
         p.send_frame("ABORT", [("transaction", "a")])
         p.send_frame("BEGIN", [("transaction", "t")])
-        send(p, "/queue/tx", "committed", [("transaction", "t"), ("AMQ_SCHEDULED_DELAY", "200")],
-             receipt="in-tx")
+        # Its RECEIPT comes at COMMIT, when it is scheduled (as any SEND's in
+        # a transaction: RabbitMQ's way).
+        p.send_frame("SEND", [("destination", "/queue/tx"), ("transaction", "t"),
+                              ("AMQ_SCHEDULED_DELAY", "200"), ("receipt", "in-tx")], b"committed")
         c.expect_nothing(0.3)   # past its delay as counted from the SEND
+        p.expect_nothing(0.01)  # no RECEIPT before the COMMIT
         t0 = time.time()
         p.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
+        expect_receipt(p, "in-tx")
         expect_receipt(p, "c")
         body, at, _ = timed_messages(c, 1, t0)[0]
         self.assertEqual(body, "committed")
