@@ -10,8 +10,11 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 
 #include "eft/broker.h"
+#include "eft/config.h"
+#include "eft/log.h"
 #include "eft/server.h"
 #include "eft/conn.h"
 #include "eft/transport_mem.h"
@@ -89,6 +92,39 @@ mem_client(struct memclients *mc, struct broker *b, const char *version)
 	assert_memory_equal(out, "CONNECTED\n", 10);
 	free(out);
 	return c;
+}
+
+/* A broker with the default configuration and the clients a test made on
+ * it: the cmocka fixture of the tests that drive eftd through connections
+ * (mem_broker_setup and mem_broker_teardown). */
+struct mem_broker {
+	struct event_base *base;
+	struct config cfg;
+	struct broker *b;
+	struct memclients mc;
+};
+
+static inline int
+mem_broker_setup(void **state)
+{
+	struct mem_broker *fx = calloc(1, sizeof(*fx));
+	fx->base = event_base_new();
+	config_defaults(&fx->cfg);
+	log_set_level(EFT_LOG_ERROR);
+	fx->b = server_new(fx->base, &fx->cfg);
+	*state = fx;
+	return fx->base && fx->b ? 0 : -1;
+}
+
+static inline int
+mem_broker_teardown(void **state)
+{
+	struct mem_broker *fx = *state;
+	server_free(fx->b);
+	memclients_free(&fx->mc);
+	event_base_free(fx->base);
+	free(fx);
+	return 0;
 }
 
 #endif

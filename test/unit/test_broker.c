@@ -19,36 +19,6 @@
 #include "eft/sub.h"
 #include "memclient.h"
 
-struct fixture {
-	struct event_base *base;
-	struct config cfg;
-	struct broker *b;
-	struct memclients mc;
-};
-
-static int
-setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof(*fx));
-	fx->base = event_base_new();
-	config_defaults(&fx->cfg);
-	log_set_level(EFT_LOG_ERROR);
-	fx->b = server_new(fx->base, &fx->cfg);
-	*state = fx;
-	return fx->base && fx->b ? 0 : -1;
-}
-
-static int
-teardown(void **state)
-{
-	struct fixture *fx = *state;
-	server_free(fx->b);
-	memclients_free(&fx->mc);
-	event_base_free(fx->base);
-	free(fx);
-	return 0;
-}
-
 static void
 assert_prefix(const char *s, const char *prefix)
 {
@@ -64,13 +34,13 @@ expect_output(struct conn *c, const char *want)
 }
 
 static struct conn *
-connection(struct fixture *fx)
+connection(struct mem_broker *fx)
 {
 	return mem_accept(&fx->mc, fx->b, "mem test");
 }
 
 static struct conn *
-client(struct fixture *fx, const char *version)
+client(struct mem_broker *fx, const char *version)
 {
 	return mem_client(&fx->mc, fx->b, version);
 }
@@ -86,7 +56,7 @@ send_to(struct conn *c, const char *dest, const char *body)
 static void
 test_queue_round_robin(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *a = client(fx, "1.2"), *b = client(fx, "1.2");
 	feed(a, "SUBSCRIBE\nid:0\ndestination:/queue/q\n\n");
 	feed(b, "SUBSCRIBE\nid:0\ndestination:/queue/q\n\n");
@@ -103,7 +73,7 @@ test_queue_round_robin(void **state)
 static void
 test_queue_keeps_until_subscribe(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2");
 	send_to(p, "/queue/keep", "one");
 	send_to(p, "/queue/keep", "two");
@@ -128,7 +98,7 @@ test_queue_keeps_until_subscribe(void **state)
 static void
 test_topic_fanout_and_drop(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *a = client(fx, "1.1"), *b = client(fx, "1.0");
 	send_to(p, "/topic/t", "nobody");
 	assert_null(dests_find(&fx->b->dests, "/topic/t", 8));
@@ -151,7 +121,7 @@ test_topic_fanout_and_drop(void **state)
 static void
 test_client_ack_cumulative(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	for (int i = 1; i <= 5; i++) {
 		char body[16];
@@ -195,7 +165,7 @@ test_client_ack_cumulative(void **state)
 static void
 test_client_individual_and_nack(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.1"), *c = client(fx, "1.1");
 	send_to(p, "/queue/ind", "a");
 	send_to(p, "/queue/ind", "b");
@@ -229,7 +199,7 @@ test_client_individual_and_nack(void **state)
 static void
 test_transaction_commit_abort(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	feed(c, "SUBSCRIBE\nid:s\ndestination:/queue/tx\n\n");
 	feed(p, "BEGIN\ntransaction:t1\n\n");
@@ -262,7 +232,7 @@ test_transaction_commit_abort(void **state)
 static void
 test_temp_queue_rpc(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *req = client(fx, "1.0"), *srv = client(fx, "1.2");
 	feed(srv, "SUBSCRIBE\nid:s\ndestination:/queue/rpc\n\n");
 	feed(req, "SEND\ndestination:/queue/rpc\nreply-to:/temp-queue/r\ncorrelation-id:7\n\nq");
@@ -300,7 +270,7 @@ test_temp_queue_rpc(void **state)
 static void
 test_bad_input_errors(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *c = connection(fx);
 	struct transport *t = c->transport;
 	feed(c, "SEND\ndestination:/queue/x\n\nbefore connect");
@@ -342,7 +312,7 @@ send_raw(struct conn *c, const char *bytes)
 static void
 test_http_on_a_stomp_port(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	static const char *const requests[][3] = {
 		{ "GET / HTTP/1.1\r\n\r\n", NULL, NULL },
 		{ "G", "ET", " /x HTTP/1.1\r\n" },
@@ -380,15 +350,24 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_queue_round_robin, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_queue_keeps_until_subscribe, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_topic_fanout_and_drop, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_client_ack_cumulative, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_client_individual_and_nack, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_transaction_commit_abort, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_temp_queue_rpc, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_input_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_http_on_a_stomp_port, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queue_round_robin,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_queue_keeps_until_subscribe,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_topic_fanout_and_drop,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_client_ack_cumulative,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_client_individual_and_nack,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_transaction_commit_abort,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_temp_queue_rpc,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_input_errors,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_http_on_a_stomp_port,
+		    mem_broker_setup, mem_broker_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

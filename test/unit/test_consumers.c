@@ -20,45 +20,15 @@
 #include "eft/sub.h"
 #include "memclient.h"
 
-struct fixture {
-	struct event_base *base;
-	struct config cfg;
-	struct broker *b;
-	struct memclients mc;
-};
-
-static int
-setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof(*fx));
-	fx->base = event_base_new();
-	config_defaults(&fx->cfg);
-	log_set_level(EFT_LOG_ERROR);
-	fx->b = server_new(fx->base, &fx->cfg);
-	*state = fx;
-	return fx->base && fx->b ? 0 : -1;
-}
-
-static int
-teardown(void **state)
-{
-	struct fixture *fx = *state;
-	server_free(fx->b);
-	memclients_free(&fx->mc);
-	event_base_free(fx->base);
-	free(fx);
-	return 0;
-}
-
 static struct conn *
-client(struct fixture *fx)
+client(struct mem_broker *fx)
 {
 	return mem_client(&fx->mc, fx->b, "1.2");
 }
 
 /* The queue's bookkeeping holds (if it is still there). */
 static void
-check(struct fixture *fx, const char *name)
+check(struct mem_broker *fx, const char *name)
 {
 	struct dest *d = dests_find(&fx->b->dests, name, strlen(name));
 	const char *why = d != NULL ? dest_check(d) : NULL;
@@ -68,7 +38,7 @@ check(struct fixture *fx, const char *name)
 
 /* SUBSCRIBE to /queue/q with id and extra header lines, and its RECEIPT. */
 static void
-subscribe(struct fixture *fx, struct conn *c, const char *id, const char *extra)
+subscribe(struct mem_broker *fx, struct conn *c, const char *id, const char *extra)
 {
 	char frame[512];
 	snprintf(frame, sizeof(frame), "SUBSCRIBE\nid:%s\ndestination:/queue/q\nreceipt:r-%s\n%s\n",
@@ -83,7 +53,7 @@ subscribe(struct fixture *fx, struct conn *c, const char *id, const char *extra)
 }
 
 static void
-unsubscribe(struct fixture *fx, struct conn *c, const char *id)
+unsubscribe(struct mem_broker *fx, struct conn *c, const char *id)
 {
 	char frame[128];
 	snprintf(frame, sizeof(frame), "UNSUBSCRIBE\nid:%s\n\n", id);
@@ -93,7 +63,7 @@ unsubscribe(struct fixture *fx, struct conn *c, const char *id)
 
 /* n messages "PREFIX0".. to /queue/q. */
 static void
-send_n(struct fixture *fx, struct conn *p, const char *prefix, int n)
+send_n(struct mem_broker *fx, struct conn *p, const char *prefix, int n)
 {
 	for (int i = 0; i < n; i++) {
 		char frame[128];
@@ -138,7 +108,7 @@ expect_bodies(struct conn *c, const char *want)
 
 /* The ack id of the first MESSAGE in out (a client-individual one). */
 static void
-ack_first(struct fixture *fx, struct conn *c, const char *out)
+ack_first(struct mem_broker *fx, struct conn *c, const char *out)
 {
 	const char *ack = strstr(out, "\nack:");
 	assert_non_null(ack);
@@ -155,7 +125,7 @@ ack_first(struct fixture *fx, struct conn *c, const char *out)
 static void
 test_exclusive_takes_over_in_turn(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *plain = client(fx), *a = client(fx), *b = client(fx);
 	subscribe(fx, plain, "plain", "");
 	subscribe(fx, a, "a", "activemq.exclusive:true\n");
@@ -178,7 +148,7 @@ test_exclusive_takes_over_in_turn(void **state)
 static void
 test_exclusive_disconnect_redelivers_to_the_next(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
 	subscribe(fx, a, "a", "activemq.exclusive:true\nack:client\n");
 	subscribe(fx, b, "b", "activemq.exclusive:true\nack:client\n");
@@ -195,7 +165,7 @@ test_exclusive_disconnect_redelivers_to_the_next(void **state)
 static void
 test_single_active_consumer_in_order_of_arrival(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *c[3];
 	const char *ids[3] = { "s0", "s1", "s2" };
 	for (int i = 0; i < 3; i++) {
@@ -219,7 +189,7 @@ test_single_active_consumer_in_order_of_arrival(void **state)
 static void
 test_exclusive_with_a_higher_priority_takes_over(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *low = client(fx), *same = client(fx), *high = client(fx);
 	subscribe(fx, low, "low", "activemq.exclusive:true\n");
 	subscribe(fx, same, "same", "activemq.exclusive:true\n");
@@ -240,7 +210,7 @@ test_exclusive_with_a_higher_priority_takes_over(void **state)
 static void
 test_priority_first_while_it_has_room(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *low = client(fx), *high = client(fx);
 	subscribe(fx, low, "low", "");
 	subscribe(fx, high, "high", "activemq.priority:5\nack:client-individual\nprefetch-count:1\n");
@@ -261,7 +231,7 @@ test_priority_first_while_it_has_room(void **state)
 static void
 test_priority_levels_and_equals_in_turn(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *neg = client(fx), *a = client(fx), *b = client(fx),
 	    *zero = client(fx);
 	subscribe(fx, neg, "neg", "x-priority:-3\n");
@@ -289,7 +259,7 @@ test_priority_levels_and_equals_in_turn(void **state)
 static void
 test_equal_priorities_round_robin(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *a = client(fx), *b = client(fx), *c = client(fx);
 	subscribe(fx, a, "a", "activemq.priority:3\n");
 	subscribe(fx, b, "b", "activemq.priority:3\n");
@@ -307,7 +277,7 @@ test_equal_priorities_round_robin(void **state)
 static void
 test_rabbitmq_exclusive_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *a = client(fx), *other = client(fx), *shared = client(fx);
 	subscribe(fx, a, "a", "exclusive:true\n");
 	subscribe(fx, a, "a2", "");
@@ -331,7 +301,7 @@ test_rabbitmq_exclusive_queue(void **state)
 static void
 test_bad_values_name_the_header(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	static const char *const bad[][2] = {
 		{ "activemq.priority:128\n", "bad activemq.priority" },
 		{ "activemq.priority:-1\n", "bad activemq.priority" },
@@ -365,18 +335,24 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_exclusive_takes_over_in_turn, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exclusive_disconnect_redelivers_to_the_next, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_single_active_consumer_in_order_of_arrival, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_exclusive_with_a_higher_priority_takes_over, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_priority_first_while_it_has_room, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_priority_levels_and_equals_in_turn, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_equal_priorities_round_robin, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rabbitmq_exclusive_queue, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_values_name_the_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exclusive_takes_over_in_turn,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_exclusive_disconnect_redelivers_to_the_next,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_single_active_consumer_in_order_of_arrival,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_exclusive_with_a_higher_priority_takes_over,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_priority_first_while_it_has_room,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_priority_levels_and_equals_in_turn,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_equal_priorities_round_robin,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_rabbitmq_exclusive_queue,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_values_name_the_header,
+		    mem_broker_setup, mem_broker_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,38 +23,8 @@
 #include "eft/sub.h"
 #include "memclient.h"
 
-struct fixture {
-	struct event_base *base;
-	struct config cfg;
-	struct broker *b;
-	struct memclients mc;
-};
-
-static int
-setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof(*fx));
-	fx->base = event_base_new();
-	config_defaults(&fx->cfg);
-	log_set_level(EFT_LOG_ERROR);
-	fx->b = server_new(fx->base, &fx->cfg);
-	*state = fx;
-	return fx->base && fx->b ? 0 : -1;
-}
-
-static int
-teardown(void **state)
-{
-	struct fixture *fx = *state;
-	server_free(fx->b);
-	memclients_free(&fx->mc);
-	event_base_free(fx->base);
-	free(fx);
-	return 0;
-}
-
 static struct conn *
-client(struct fixture *fx, const char *version)
+client(struct mem_broker *fx, const char *version)
 {
 	return mem_client(&fx->mc, fx->b, version);
 }
@@ -71,7 +41,7 @@ check_dest(const struct dest *d, void *arg)
 /* Every destination's bookkeeping, and c's subscriptions' unacked lists:
  * every delivery on its root's list, the count right. */
 static void
-check(struct fixture *fx, struct conn *c)
+check(struct mem_broker *fx, struct conn *c)
 {
 	dests_foreach(&fx->b->dests, check_dest, NULL);
 	struct sub *s, *tmp;
@@ -86,7 +56,8 @@ check(struct fixture *fx, struct conn *c)
 
 /* SUBSCRIBE, its RECEIPT, and what came after it (messages waiting), to free. */
 static char *
-subscribe(struct fixture *fx, struct conn *c, const char *id, const char *dest, const char *extra)
+subscribe(struct mem_broker *fx, struct conn *c, const char *id, const char *dest,
+    const char *extra)
 {
 	char frame[512];
 	snprintf(frame, sizeof(frame), "SUBSCRIBE\nid:%s\ndestination:%s\nreceipt:r-%s\n%s\n",
@@ -101,7 +72,7 @@ subscribe(struct fixture *fx, struct conn *c, const char *id, const char *dest, 
 }
 
 static void
-send_to(struct fixture *fx, struct conn *p, const char *dest, const char *body)
+send_to(struct mem_broker *fx, struct conn *p, const char *dest, const char *body)
 {
 	char frame[256];
 	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
@@ -166,14 +137,14 @@ expect_after_receipt(char *out, const char *want)
 }
 
 static size_t
-depth(struct fixture *fx, const char *name)
+depth(struct mem_broker *fx, const char *name)
 {
 	struct dest *d = dests_find(&fx->b->dests, name, strlen(name));
 	return d != NULL ? dest_depth(d) : 0;
 }
 
 static size_t
-unacked(struct fixture *fx, const char *name)
+unacked(struct mem_broker *fx, const char *name)
 {
 	struct dest *d = dests_find(&fx->b->dests, name, strlen(name));
 	return d != NULL ? dest_unacked(d) : 0;
@@ -185,7 +156,7 @@ unacked(struct fixture *fx, const char *name)
 static void
 test_existing_and_later_queues(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	send_to(fx, p, "/queue/w.a", "1");
 	expect_after_receipt(subscribe(fx, c, "s", "/queue/w.*", ""), "/queue/w.a=1 ");
@@ -209,7 +180,7 @@ test_existing_and_later_queues(void **state)
 static void
 test_first_element_wild_or_named(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *d = client(fx, "1.2");
 	send_to(fx, p, "/queue/g1.a", "1");
 	send_to(fx, p, "/queue/g2.a", "2");
@@ -242,7 +213,7 @@ test_first_element_wild_or_named(void **state)
 static void
 test_one_consumer_per_message(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *plain = client(fx, "1.2"), *wild = client(fx, "1.2");
 	free(subscribe(fx, plain, "p", "/queue/w.a", ""));
 	free(subscribe(fx, wild, "w", "/queue/w.*", ""));
@@ -265,7 +236,7 @@ test_one_consumer_per_message(void **state)
 static void
 test_detach_gives_back_to_each_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *d = client(fx, "1.2");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client-individual\n"));
 	send_to(fx, p, "/queue/w.a", "1");
@@ -290,7 +261,7 @@ test_detach_gives_back_to_each_queue(void **state)
 static void
 test_prefetch_across_queues(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client-individual\nactivemq.prefetchSize:1\n"));
 	send_to(fx, p, "/queue/w.a", "1");
@@ -326,7 +297,7 @@ test_prefetch_across_queues(void **state)
 static void
 test_cumulative_ack_across_queues(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *old = client(fx, "1.1");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client\n"));
 	send_to(fx, p, "/queue/w.a", "1");
@@ -359,7 +330,7 @@ test_cumulative_ack_across_queues(void **state)
 static void
 test_selector_and_refusals(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	free(subscribe(fx, c, "s", "/queue/w.*", "selector:x = 1\n"));
 	feed(p, "SEND\ndestination:/queue/w.a\nx:2\n\nno");
@@ -384,7 +355,7 @@ test_selector_and_refusals(void **state)
 static void
 test_exclusive_and_priority_per_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *plain = client(fx, "1.2"), *wild = client(fx, "1.2");
 	free(subscribe(fx, plain, "p", "/queue/w.a", ""));
 	free(subscribe(fx, wild, "w", "/queue/w.*", "activemq.exclusive:true\n"));
@@ -405,14 +376,22 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_existing_and_later_queues, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_first_element_wild_or_named, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_one_consumer_per_message, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_detach_gives_back_to_each_queue, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefetch_across_queues, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cumulative_ack_across_queues, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_selector_and_refusals, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exclusive_and_priority_per_queue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_existing_and_later_queues,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_first_element_wild_or_named,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_one_consumer_per_message,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_detach_gives_back_to_each_queue,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_prefetch_across_queues,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_cumulative_ack_across_queues,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_selector_and_refusals,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_exclusive_and_priority_per_queue,
+		    mem_broker_setup, mem_broker_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,38 +22,8 @@
 #include "eft/sub.h"
 #include "memclient.h"
 
-struct fixture {
-	struct event_base *base;
-	struct config cfg;
-	struct broker *b;
-	struct memclients mc;
-};
-
-static int
-setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof(*fx));
-	fx->base = event_base_new();
-	config_defaults(&fx->cfg);
-	log_set_level(EFT_LOG_ERROR);
-	fx->b = server_new(fx->base, &fx->cfg);
-	*state = fx;
-	return fx->base && fx->b ? 0 : -1;
-}
-
-static int
-teardown(void **state)
-{
-	struct fixture *fx = *state;
-	server_free(fx->b);
-	memclients_free(&fx->mc);
-	event_base_free(fx->base);
-	free(fx);
-	return 0;
-}
-
 static struct conn *
-client(struct fixture *fx)
+client(struct mem_broker *fx)
 {
 	return mem_client(&fx->mc, fx->b, "1.2");
 }
@@ -67,7 +37,7 @@ send_to(struct conn *c, const char *dest, const char *body)
 }
 
 static struct dest *
-find(struct fixture *fx, const char *name)
+find(struct mem_broker *fx, const char *name)
 {
 	return dests_find(&fx->b->dests, name, strlen(name));
 }
@@ -94,7 +64,7 @@ last_ack(const char *out, char *buf, size_t size)
 static void
 test_prefetch_limits_a_topic_subscription(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *c = client(fx);
 	feed(c, "SUBSCRIBE\nid:s\ndestination:/topic/t\nack:client-individual\n"
 	    "prefetch-count:2\n\n");
@@ -134,7 +104,7 @@ test_prefetch_limits_a_topic_subscription(void **state)
 static void
 test_auto_ack_and_selectors_stay_direct(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *c = client(fx);
 	feed(c, "SUBSCRIBE\nid:a\ndestination:/topic/t\nprefetch-count:2\n\n");
 	feed(c, "SUBSCRIBE\nid:b\ndestination:/topic/t\nack:client\n\n");
@@ -150,7 +120,7 @@ test_auto_ack_and_selectors_stay_direct(void **state)
 static void
 test_x_queue_name_names_a_shared_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
 	feed(a, "SUBSCRIBE\nid:s\ndestination:/exchange/amq.topic/news\nx-queue-name:readers\n\n");
 	feed(b, "SUBSCRIBE\nid:s\ndestination:/topic/news\nx-queue-name:readers\n\n");
@@ -181,7 +151,7 @@ test_x_queue_name_names_a_shared_queue(void **state)
 static void
 test_x_queue_name_of_another_queue_is_refused(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx);
 	send_to(p, "/queue/plain", "kept");
 	struct conn *c = client(fx);
@@ -208,7 +178,7 @@ test_x_queue_name_of_another_queue_is_refused(void **state)
 static void
 test_durable_x_queue_name(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *c = client(fx);
 	feed(c, "SUBSCRIBE\nid:d1\ndestination:/topic/dur\ndurable:true\nauto-delete:false\n"
 	    "x-queue-name:kept\n\n");
@@ -233,7 +203,7 @@ test_durable_x_queue_name(void **state)
 static void
 test_auto_delete_queue_goes_with_its_last_subscriber(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *a = client(fx), *b = client(fx);
 	feed(a, "SUBSCRIBE\nid:s\ndestination:/queue/ad\nauto-delete:true\nack:client\n"
 	    "prefetch-count:1\n\n");
@@ -257,7 +227,7 @@ test_auto_delete_queue_goes_with_its_last_subscriber(void **state)
 static void
 test_durable_and_auto_delete_must_match_the_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx);
 	send_to(p, "/queue/plain", "kept");
 	static const char *const asks[][2] = {
@@ -303,7 +273,7 @@ test_durable_and_auto_delete_must_match_the_queue(void **state)
 
 /* What a SUBSCRIBE with these headers gets back. */
 static char *
-subscribe_with(struct fixture *fx, const char *dest, const char *headers)
+subscribe_with(struct mem_broker *fx, const char *dest, const char *headers)
 {
 	struct conn *c = client(fx);
 	char frame[512];
@@ -316,7 +286,7 @@ subscribe_with(struct fixture *fx, const char *dest, const char *headers)
 static void
 test_x_arguments_make_the_queue_policy(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	char *out = subscribe_with(fx, "/queue/xq", "x-max-length:2\nx-overflow:drop-head\n"
 	    "x-dead-letter-exchange:\nx-dead-letter-routing-key:xq-dead\nx-message-ttl:60000\n"
 	    "x-max-priority:3\n");
@@ -370,7 +340,7 @@ test_x_arguments_make_the_queue_policy(void **state)
 static void
 test_bad_x_arguments_are_refused_by_name(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	static const char *const bad[][2] = {
 		{ "x-max-length:abc\n", "bad x-max-length" },
 		{ "x-max-length:0\n", "bad x-max-length" },
@@ -399,7 +369,7 @@ test_bad_x_arguments_are_refused_by_name(void **state)
 static void
 test_x_arguments_on_a_topic_give_it_a_queue(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	char *out = subscribe_with(fx, "/topic/xt", "x-max-length:1\nx-overflow:drop-head\n");
 	assert_null(strstr(out, "ERROR"));
 	free(out);
@@ -429,7 +399,7 @@ fake_clock(void *arg)
 static void
 test_x_expires(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	fake_now = 1000000;
 	fx->b->dests.hooks.now_ms = fake_clock;
 	struct conn *a = client(fx), *p = client(fx);
@@ -461,7 +431,7 @@ test_x_expires(void **state)
 static void
 test_redelivered_always(void **state)
 {
-	struct fixture *fx = *state;
+	struct mem_broker *fx = *state;
 	struct conn *p = client(fx), *c = client(fx);
 	feed(c, "SUBSCRIBE\nid:s\ndestination:/queue/r\nack:client\n\n");
 	send_to(p, "/queue/r", "m");
@@ -486,27 +456,30 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_prefetch_limits_a_topic_subscription, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_auto_ack_and_selectors_stay_direct, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_x_queue_name_names_a_shared_queue, setup,
-		    teardown),
+		cmocka_unit_test_setup_teardown(test_prefetch_limits_a_topic_subscription,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_auto_ack_and_selectors_stay_direct,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_x_queue_name_names_a_shared_queue,
+		    mem_broker_setup, mem_broker_teardown),
 		cmocka_unit_test_setup_teardown(test_x_queue_name_of_another_queue_is_refused,
-		    setup, teardown),
-		cmocka_unit_test_setup_teardown(test_durable_x_queue_name, setup, teardown),
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_durable_x_queue_name,
+		    mem_broker_setup, mem_broker_teardown),
 		cmocka_unit_test_setup_teardown(test_auto_delete_queue_goes_with_its_last_subscriber,
-		    setup, teardown),
+		    mem_broker_setup, mem_broker_teardown),
 		cmocka_unit_test_setup_teardown(test_durable_and_auto_delete_must_match_the_queue,
-		    setup, teardown),
-		cmocka_unit_test_setup_teardown(test_x_arguments_make_the_queue_policy, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_bad_x_arguments_are_refused_by_name, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_x_arguments_on_a_topic_give_it_a_queue, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(test_x_expires, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_redelivered_always, setup, teardown),
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_x_arguments_make_the_queue_policy,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_x_arguments_are_refused_by_name,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_x_arguments_on_a_topic_give_it_a_queue,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_x_expires,
+		    mem_broker_setup, mem_broker_teardown),
+		cmocka_unit_test_setup_teardown(test_redelivered_always,
+		    mem_broker_setup, mem_broker_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
