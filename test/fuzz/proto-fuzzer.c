@@ -262,8 +262,8 @@ check_idle_dest(const struct dest *d, void *arg)
 	*bytes += dest_bytes(d);
 }
 
-/* Once every connection is gone only queued messages are left, each held
- * once, and message memory accounting agrees. */
+/* Once every connection is gone only queued and scheduled messages are
+ * left, each held once, and message memory accounting agrees. */
 static void
 check_broker_idle(void)
 {
@@ -271,6 +271,13 @@ check_broker_idle(void)
 	    "connections left");
 	size_t bytes = 0;
 	dests_foreach(&broker->dests, check_idle_dest, &bytes);
+	/* Scheduled messages wait for their time (it does not come here). */
+	for (size_t i = 0; i < broker->sched.n; i++) {
+		const struct msg *m = broker->sched.heap[i]->m;
+		CHECK(m->refs == 1, "scheduled message %llu has %u references",
+		    (unsigned long long)m->id, m->refs);
+		bytes += m->size;
+	}
 	CHECK(bytes == broker->msg_pool.live_bytes, "live_bytes %zu, queued %zu",
 	    broker->msg_pool.live_bytes, bytes);
 }
