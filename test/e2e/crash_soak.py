@@ -396,8 +396,11 @@ class Producer(Worker):
             next_at += (seq - before) / self.r.rate
             if next_at < time.time() - 1:
                 next_at = time.time()  # behind: do not burst to catch up
-            while time.time() < next_at and self.running() and not self.r.killed.is_set():
-                time.sleep(min(next_at - time.time(), 0.2))
+            while self.running() and not self.r.killed.is_set():
+                left = next_at - time.time()  # read once: it may pass 0 between two reads
+                if left <= 0:
+                    break
+                time.sleep(min(left, 0.2))
 
     def send(self, mid, code, extra):
         return harness.frame("SEND", [("destination", DESTS[code]), ("persistent", "true"),
