@@ -2,8 +2,8 @@
  *
  * A journal is read back at every start, and what it holds decides which
  * messages come back in which queues: store.c's parsing of record payloads
- * (MSG, DELIVERED, CONSUMED, BATCH, IDS, SUB, UNSUB) must survive any bytes
- * that a CRC lets through.  So the input is made into records with correct
+ * (MSG, DELIVERED, CONSUMED, BATCH, IDS, SUB, UNSUB, SCHED, UNSCHED) must
+ * survive any bytes that a CRC lets through.  So the input is made into records with correct
  * CRCs, and replay gets past the journal's checks to the store's parsing.
  *
  * Input: records, each 1 byte type, 2 bytes payload length (little-endian),
@@ -13,13 +13,22 @@
  * destination's bookkeeping must hold (dest_check), and every recovered id
  * must be below the next id; then the store is closed and opened again on
  * what it left (its own records): the same messages must come back in the
- * same queues, with the same durable subscriptions.  Every message is then
- * consumed as an acknowledgement would (store_consumed), and a third open
- * must find none of them, and the subscriptions still there.  Any violation
- * abort()s; ASan, UBSan and LeakSanitizer catch the rest.
+ * same queues, with the same durable subscriptions.  Scheduled messages
+ * (SCHED) are handed, as eftd does, to a schedule (schedule_restore, with no
+ * broker: the heap alone), which refuses states it cannot read; the ones it
+ * took must come back the same too: id, destination, the state's bytes and
+ * what schedule.c read from them (due time, firings left, spec), the
+ * message.  Every queued message is then consumed as an acknowledgement
+ * would (store_consumed), every scheduled one marked done as its last
+ * delivery does (store_unschedule), and the store closed without a commit
+ * that would let the old segments go: a third open reads the old records
+ * and the marks, and must find none of the messages, and the subscriptions
+ * still there; it lets the old segments go, and a fourth open must find
+ * the same.  Any violation abort()s; ASan, UBSan and LeakSanitizer catch
+ * the rest.
  *
  * The journal is opened with fsync = no; it still syncs each new segment's
- * header and its checkpoint once per open (up to three opens an input), so
+ * header and its checkpoint once per open (up to four opens an input), so
  * the directory is on tmpfs (/dev/shm) when there is one. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -36,6 +45,7 @@
 #include "eft/journal.h"
 #include "eft/log.h"
 #include "eft/msg.h"
+#include "eft/schedule.h"
 #include "eft/store.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -145,8 +155,9 @@ write_segment(const uint8_t *data, size_t size)
 struct snap {
 	char **line;
 	size_t n, cap;
-	uint64_t max_id;     /* of the recovered messages */
+	uint64_t max_id;     /* of the recovered messages, queued or scheduled */
 	size_t messages;
+	size_t scheduled;
 };
 
 static void
@@ -243,15 +254,6 @@ cmp_line(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void
-snapshot(const struct dests *dests, bool messages, struct snap *sn)
-{
-	memset(sn, 0, sizeof(*sn));
-	struct walk w = { .sn = sn, .messages = messages };
-	dests_foreach(dests, snap_dest, &w);
-	if (sn->n > 1)
-		qsort(sn->line, sn->n, sizeof(*sn->line), cmp_line);
-}
 
 static void
 snap_compare(const struct snap *a, const struct snap *b, const char *when)
@@ -268,30 +270,102 @@ snap_compare(const struct snap *a, const struct snap *b, const char *when)
 struct env {
 	struct dests dests;
 	struct msg_pool pool;
+	struct schedule sched;   /* the scheduled messages the store handed back */
+	struct snap states;      /* ... the bytes of their states, as handed */
 	uint64_t next_id;
 	struct store *s;
 	struct store_recovered rec;
 	char err[600];
 };
 
+/* store_open's hook, as broker.c's: the schedule takes m or refuses the
+ * state (then the store drops it).  What it took is noted with its state's
+ * bytes. */
+static int
+restore_scheduled(void *arg, struct msg *m, const char *dest, size_t dest_len, const void *state,
+    size_t state_len)
+{
+	struct env *e = arg;
+	CHECK(dest_len > 0, "scheduled message %llu for no destination", (unsigned long long)m->id);
+	CHECK(m->kept != NULL, "scheduled message %llu handed back not stored",
+	    (unsigned long long)m->id);
+	if (schedule_restore(&e->sched, m, dest, dest_len, state, state_len) != 0)
+		return -1;
+	char *h = hex(state, state_len);
+	snap_add(&e->states, "S %llu %s", (unsigned long long)m->id, h);
+	free(h);
+	return 0;
+}
+
+/* A scheduled message as the schedule holds it. */
+static void
+snap_entry(struct snap *sn, const struct schedule_entry *en)
+{
+	const struct msg *m = en->m;
+	CHECK(m != NULL && m->id == en->id, "schedule entry %llu without its message",
+	    (unsigned long long)en->id);
+	CHECK(m->kept != NULL, "scheduled message %llu not stored", (unsigned long long)m->id);
+	CHECK(m->body[m->body_len] == '\0', "body not NUL-terminated");
+	uint32_t blocks = 0;
+	for (int v = 0; v < STOMP_VERSIONS; v++)
+		blocks = crc32c(blocks, m->block[v], m->block_len[v]);
+	char *name = hex(en->dest, en->dest_len);
+	const struct schedule_spec *sp = &en->spec;
+	const struct cron *c = &sp->cron;
+	snap_add(sn, "T %llu %s %d due %llu round %llu left %u repeat %u delay %llu period %llu "
+	    "cron %d %llx %x %x %x %x %d %d msg %d %llu %u %d %zu %08x %08x",
+	    (unsigned long long)en->id, name, (int)en->kind, (unsigned long long)en->due_ms,
+	    (unsigned long long)en->round_ms, en->left, sp->repeat,
+	    (unsigned long long)sp->delay_ms, (unsigned long long)sp->period_ms, sp->has_cron,
+	    (unsigned long long)c->minutes, (unsigned)c->hours, (unsigned)c->days,
+	    (unsigned)c->months, (unsigned)c->weekdays, c->days_any, c->weekdays_any,
+	    m->delivered, (unsigned long long)m->expires_ms, (unsigned)m->priority, m->dead,
+	    m->body_len, crc32c(0, m->body, m->body_len), blocks);
+	free(name);
+	if (m->id > sn->max_id)
+		sn->max_id = m->id;
+	sn->scheduled++;
+}
+
+/* What the store recovered: bindings, and with messages the queued and the
+ * scheduled messages. */
+static void
+snapshot(const struct env *e, bool messages, struct snap *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	struct walk w = { .sn = sn, .messages = messages };
+	dests_foreach(&e->dests, snap_dest, &w);
+	if (messages) {
+		for (size_t i = 0; i < e->sched.n; i++)
+			snap_entry(sn, e->sched.heap[i]);
+		for (size_t i = 0; i < e->states.n; i++)
+			snap_add(sn, "%s", e->states.line[i]);
+	}
+	if (sn->n > 1)
+		qsort(sn->line, sn->n, sizeof(*sn->line), cmp_line);
+}
+
 static struct store *
 env_open(struct env *e)
 {
 	memset(e, 0, sizeof(*e));
 	msg_pool_init(&e->pool, 0);
+	schedule_init(&e->sched, NULL, NULL, SIZE_MAX);
 	e->next_id = 1;
 	struct store_options opt = { .dir = dir, .fsync = JOURNAL_FSYNC_NO, .recover = false,
-		.segment_size = 1 << 20 };
+		.segment_size = 1 << 20, .scheduled = restore_scheduled, .scheduled_arg = e };
 	e->s = store_open(&opt, &e->dests, &e->pool, &e->next_id, &e->rec, e->err, sizeof(e->err));
 	return e->s;
 }
 
-/* As eftd shuts down: the store (while its messages live), the queues,
- * the message pool. */
+/* As eftd shuts down: the store (while its messages live), the schedule,
+ * the queues, the message pool. */
 static void
 env_close(struct env *e)
 {
 	store_close(e->s);
+	schedule_fini(&e->sched);
+	snap_free(&e->states);
 	dests_free(&e->dests);
 	msg_pool_drain(&e->pool);
 	e->s = NULL;
@@ -305,11 +379,15 @@ check_ids(const struct env *e, const struct snap *sn)
 {
 	CHECK(e->rec.messages == sn->messages, "%llu messages recovered, %zu queued",
 	    (unsigned long long)e->rec.messages, sn->messages);
-	CHECK(store_live_messages(e->s) == sn->messages, "%llu messages live, %zu queued",
-	    (unsigned long long)store_live_messages(e->s), sn->messages);
+	CHECK(e->rec.scheduled == sn->scheduled && e->sched.n == sn->scheduled,
+	    "%llu scheduled messages recovered, %zu in the schedule",
+	    (unsigned long long)e->rec.scheduled, sn->scheduled);
+	CHECK(store_live_messages(e->s) == sn->messages + sn->scheduled,
+	    "%llu messages live, %zu queued and %zu scheduled",
+	    (unsigned long long)store_live_messages(e->s), sn->messages, sn->scheduled);
 	if (sn->max_id >= UINT64_MAX / 2 || e->next_id >= UINT64_MAX / 2)
 		return;
-	CHECK(sn->messages == 0 || sn->max_id < e->next_id,
+	CHECK(sn->messages + sn->scheduled == 0 || sn->max_id < e->next_id,
 	    "message %llu recovered, next id %llu", (unsigned long long)sn->max_id,
 	    (unsigned long long)e->next_id);
 }
@@ -359,8 +437,35 @@ consume_all(struct env *e)
 	}
 	free(q.name);
 	free(q.len);
+	/* Every scheduled message at its last delivery: marked done.  The
+	 * schedule still holds them (and frees them at env_close). */
+	for (size_t i = 0; i < e->sched.n; i++) {
+		struct msg *m = e->sched.heap[i]->m;
+		store_unschedule(e->s, m);
+		CHECK(m->kept == NULL, "scheduled message %llu still stored after store_unschedule",
+		    (unsigned long long)m->id);
+	}
 	CHECK(store_live_messages(e->s) == 0, "%llu messages still live after consuming all",
 	    (unsigned long long)store_live_messages(e->s));
+}
+
+/* Open again after everything was consumed: no message, queued or
+ * scheduled, may come back, and the subscriptions must be subs. */
+static void
+reopen_empty(struct env *e, const struct snap *subs, const char *when)
+{
+	CHECK(env_open(e) != NULL, "%s: %s", when, e->err);
+	struct snap all, bound;
+	snapshot(e, true, &all);
+	snapshot(e, false, &bound);
+	CHECK(all.messages == 0, "%s: %zu consumed messages came back", when, all.messages);
+	CHECK(all.scheduled == 0 && e->rec.scheduled == 0,
+	    "%s: %zu scheduled messages came back after being marked done", when, all.scheduled);
+	CHECK(store_live_messages(e->s) == 0, "%s: %llu messages live", when,
+	    (unsigned long long)store_live_messages(e->s));
+	snap_compare(subs, &bound, when);
+	snap_free(&all);
+	snap_free(&bound);
 }
 
 int
@@ -372,13 +477,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct env e;
 	if (env_open(&e) == NULL) {
 		CHECK(e.err[0] != '\0', "store_open failed without a reason");
+		schedule_fini(&e.sched); /* what it took before the open failed */
+		snap_free(&e.states);
 		dests_free(&e.dests);
 		msg_pool_drain(&e.pool);
 		clean_dir();
 		return 0;
 	}
 	struct snap first;
-	snapshot(&e.dests, true, &first);
+	snapshot(&e, true, &first);
 	check_ids(&e, &first);
 	uint64_t next1 = e.next_id;
 	env_close(&e);
@@ -386,35 +493,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Again, on what the store left: the same must come back. */
 	CHECK(env_open(&e) != NULL, "reopening: %s", e.err);
 	struct snap second;
-	snapshot(&e.dests, true, &second);
+	snapshot(&e, true, &second);
 	check_ids(&e, &second);
 	snap_compare(&first, &second, "reopened");
 	if (next1 < UINT64_MAX / 2)
 		CHECK(e.next_id >= next1, "next id went back from %llu to %llu",
 		    (unsigned long long)next1, (unsigned long long)e.next_id);
+	/* Consumed, and closed with no commit of its own: store_close writes
+	 * the marks but lets no segment go (as a kill -9 right after they were
+	 * written would leave it), so the next open reads the old records and
+	 * then the marks, which must hold.  (A commit would let the old
+	 * segments go, and the marks would never be read.) */
 	consume_all(&e);
-	CHECK(store_commit(e.s, 0, e.next_id) == 0, "commit: %s", store_error(e.s));
 	env_close(&e);
 
-	/* Everything was acknowledged: nothing comes back but the subscriptions. */
-	CHECK(env_open(&e) != NULL, "reopening after consuming: %s", e.err);
-	struct snap third, subs;
-	snapshot(&e.dests, true, &third);
-	snapshot(&e.dests, false, &subs);
-	CHECK(third.messages == 0, "%zu consumed messages came back", third.messages);
+	/* Everything was acknowledged or done: nothing comes back but the
+	 * subscriptions; this open lets the old segments go. */
 	struct snap first_subs;
 	memset(&first_subs, 0, sizeof(first_subs));
 	for (size_t i = 0; i < first.n; i++)
 		if (first.line[i][0] == 'B')
 			snap_add(&first_subs, "%s", first.line[i]);
-	snap_compare(&first_subs, &subs, "reopened after consuming");
+	reopen_empty(&e, &first_subs, "reopened after consuming");
+	CHECK(store_commit(e.s, 0, e.next_id) == 0, "commit: %s", store_error(e.s));
+	env_close(&e);
+	/* Again without them: the subscriptions are in the new segments. */
+	reopen_empty(&e, &first_subs, "reopened after the old segments went");
 	env_close(&e);
 
+	snap_free(&first_subs);
 	snap_free(&first);
 	snap_free(&second);
-	snap_free(&third);
-	snap_free(&subs);
-	snap_free(&first_subs);
 	clean_dir();
 	return 0;
 }
