@@ -15,9 +15,14 @@
  *   eft.n.NODE.*     replies to this node's temp-queues;
  *   eft.t.NAME       one per topic with subscribers here.
  *
+ * Queues live in cluster-queue-streams work-queue streams EFT_Q_0.., by a
+ * hash of their name (cluster_wire.h): one stream's leader no longer carries
+ * every queue of the cluster.
+ *
  * Everything JetStream is spoken as plain NATS requests to $JS.API.*, not
  * through libnats's js_* calls, which block or deliver on their own threads. */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,8 +63,9 @@ struct cq {
 	UT_hash_handle hh;         /* in cl->queues, by qid */
 	UT_hash_handle hh_consumer; /* in cl->by_consumer: pulled messages name it in their
 	                              ack subject */
-	const char *stream;        /* CLUSTER_STREAM, or CLUSTER_TOPIC_STREAM ... */
+	const char *stream;        /* its partition's EFT_Q_P, or CLUSTER_TOPIC_STREAM ... */
 	bool durable;              /* ... for a durable topic subscription */
+	uint32_t part;             /* a queue's partition */
 	uint32_t qid;
 	struct dest *dest;
 	char consumer[CLUSTER_NAME_MAX + 8];
@@ -91,13 +97,27 @@ struct pub {
 };
 
 /* A JetStream API request waiting for its answer. */
-enum api_kind { API_STREAM, API_TOPIC_STREAM, API_CONSUMER, API_DELETE };
+enum api_kind {
+	API_STREAM,        /* queue partition qid's stream made */
+	API_PART_INFO,     /* ... it exists with another configuration: whose? */
+	API_OLD_INFO,      /* ... its subjects overlap: the old EFT_QUEUES? */
+	API_TOPIC_STREAM,
+	API_CONSUMER,
+	API_DELETE
+};
 struct api {
-	struct api *next;
+	UT_hash_handle hh;         /* in cl->apis, by id */
 	uint64_t id;
 	uint64_t sent_ms;
 	enum api_kind kind;
-	uint32_t qid;
+	uint32_t qid;              /* a cq's, or a partition */
+};
+
+/* One of the queue streams. */
+struct cpart {
+	char name[24];             /* EFT_Q_P */
+	bool ready;
+	bool refused;              /* it belongs to another layout: no queue is clustered */
 };
 
 struct cluster {
@@ -121,11 +141,14 @@ struct cluster {
 	uint64_t next_pub;               /* seq of the next queue SEND */
 	uint64_t kept;                   /* every one up to this JetStream acknowledged */
 	const struct backend_events *events; /* how the core hears of it */
-	struct api *apis;
+	struct api *apis;                /* by id */
 	uint64_t next_api;
 	bool connected;                  /* as last seen on the loop */
-	bool stream_ready;
-	uint64_t stream_asked_ms;        /* when the stream was last asked for */
+	struct cpart *parts;             /* cfg->cluster_queue_streams of them */
+	uint32_t nparts, parts_ready;
+	uint32_t parts_refused;
+	bool refusal_logged;             /* this connection */
+	uint64_t stream_asked_ms;        /* when the queue streams were last asked for */
 	bool topics_ready;               /* the durable subscriptions' stream */
 	uint64_t topics_asked_ms;
 	size_t ndurable;                 /* cqs of durable subscriptions here */
@@ -302,39 +325,76 @@ api_request(struct cluster *cl, enum api_kind kind, uint32_t qid, const char *su
 		free(a);
 		return -1;
 	}
-	a->next = cl->apis;
-	cl->apis = a;
+	HASH_ADD(hh, cl->apis, id, sizeof(a->id), a);
 	return 0;
 }
 
-/* The queue stream (work queue: a message is gone once acknowledged), or
- * the durable subscriptions' one (interest: kept until every durable
- * subscription whose topic it is has acknowledged it; NATS-level topic
- * publishes are stored only where one exists). */
 static void
-create_stream(struct cluster *cl, bool topics)
+forget_requests(struct cluster *cl)
 {
-	char json[512];
-	const char *name = topics ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
-	if (topics)
+	struct api *a, *tmp;
+	HASH_ITER(hh, cl->apis, a, tmp) {
+		HASH_DEL(cl->apis, a);
+		free(a);
+	}
+}
+
+static bool
+queues_ready(const struct cluster *cl)
+{
+	return cl->parts_ready == cl->nparts && cl->parts_refused == 0;
+}
+
+/* A queue partition's stream (work queue: a message is gone once
+ * acknowledged; its description names the layout, which every node of
+ * the account must share), or the durable subscriptions' one (interest:
+ * kept until every durable subscription whose topic it is has acknowledged
+ * it; NATS-level topic publishes are stored only where one exists). */
+static void
+create_stream(struct cluster *cl, bool topics, uint32_t part)
+{
+	char json[512], subjects[32], desc[64] = "";
+	const char *name = topics ? CLUSTER_TOPIC_STREAM : cl->parts[part].name;
+	if (topics) {
 		cl->topics_asked_ms = now_ms(cl);
-	else
+		snprintf(subjects, sizeof(subjects), "%s", CLUSTER_TOPIC_SUBJECTS);
+	} else {
 		cl->stream_asked_ms = now_ms(cl);
+		snprintf(subjects, sizeof(subjects), "eft.q.%" PRIu32 ".>", part);
+		cluster_queue_stream_description(desc, sizeof(desc), part, cl->nparts);
+	}
 	snprintf(json, sizeof(json), "{\"name\":\"%s\",\"subjects\":[\"%s\"],"
 	    "\"retention\":\"%s\",\"storage\":\"file\",\"num_replicas\":%u,"
-	    "\"duplicate_window\":120000000000}", name,
-	    topics ? CLUSTER_TOPIC_SUBJECTS : CLUSTER_QUEUE_SUBJECTS,
-	    topics ? "interest" : "workqueue", cl->cfg->cluster_replicas);
+	    "\"duplicate_window\":120000000000%s%s%s}", name, subjects,
+	    topics ? "interest" : "workqueue", cl->cfg->cluster_replicas,
+	    desc[0] ? ",\"description\":\"" : "", desc, desc[0] ? "\"" : "");
 	char subject[96];
 	snprintf(subject, sizeof(subject), "$JS.API.STREAM.CREATE.%s", name);
-	if (api_request(cl, topics ? API_TOPIC_STREAM : API_STREAM, 0, subject, json) != 0)
+	if (api_request(cl, topics ? API_TOPIC_STREAM : API_STREAM, part, subject, json) != 0)
 		log_error("cluster: cannot ask for stream %s (out of memory or disconnected)", name);
+}
+
+/* EFT_Q_0 first: its answer says whether the account has another layout
+ * (the old EFT_QUEUES, another partition count), and then no other
+ * partition is made.  again: ask for those made already too. */
+static void
+create_queue_streams(struct cluster *cl, bool again)
+{
+	if (!cl->parts[0].ready) {
+		create_stream(cl, false, 0);
+		return;
+	}
+	if (again)
+		create_stream(cl, false, 0);
+	for (uint32_t p = 1; p < cl->nparts; p++)
+		if (again || !cl->parts[p].ready)
+			create_stream(cl, false, p);
 }
 
 static bool
 stream_ready(const struct cluster *cl, const struct cq *q)
 {
-	return q->durable ? cl->topics_ready : cl->stream_ready;
+	return q->durable ? cl->topics_ready : cl->parts[q->part].ready;
 }
 
 static void
@@ -359,14 +419,109 @@ static void republish(struct cluster *cl);
 static void release_seq(struct cluster *cl, uint64_t *seq);
 
 static void
+ask_info(struct cluster *cl, enum api_kind kind, uint32_t part, const char *stream)
+{
+	char subject[96];
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", stream);
+	api_request(cl, kind, part, subject, "");
+}
+
+/* A queue stream of another layout: no queue is clustered (topics, RPC
+ * and durable subscriptions go on).  One line per connection says why. */
+static void
+refuse_queues(struct cluster *cl, uint32_t part, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+refuse_queues(struct cluster *cl, uint32_t part, const char *fmt, ...)
+{
+	struct cpart *cp = &cl->parts[part];
+	if (!cp->refused) {
+		cp->refused = true;
+		cl->parts_refused++;
+	}
+	if (cl->refusal_logged)
+		return;
+	cl->refusal_logged = true;
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_error("cluster: %s", line);
+}
+
+static void
+part_ready(struct cluster *cl, uint32_t part)
+{
+	struct cpart *cp = &cl->parts[part];
+	if (cp->refused) {
+		cp->refused = false;
+		cl->parts_refused--;
+	}
+	if (cp->ready)
+		return;
+	cp->ready = true;
+	if (part == 0 && cl->parts_ready + 1 < cl->nparts)
+		create_queue_streams(cl, false);
+	if (++cl->parts_ready == cl->nparts) {
+		log_info("cluster: queue streams " CLUSTER_QUEUE_STREAM_PREFIX "0.."
+		    CLUSTER_QUEUE_STREAM_PREFIX "%" PRIu32 " ready (cluster-queue-streams = %" PRIu32 ")",
+		    cl->nparts - 1, cl->nparts);
+		republish(cl);
+	}
+}
+
+/* What STREAM.INFO of a partition that exists with another configuration
+ * says: the account's partition count, in its description. */
+static void
+part_info(struct cluster *cl, uint32_t part, const char *data, size_t len)
+{
+	const char *desc = "";
+	size_t dlen = 0;
+	uint32_t theirs = 0;
+	cluster_json_string(data, len, "description", &desc, &dlen);
+	if (cluster_queue_streams_of(desc, dlen, &theirs) && theirs != cl->nparts) {
+		refuse_queues(cl, part, "this node has cluster-queue-streams = %" PRIu32 " but the "
+		    "NATS account's queue streams were made with %" PRIu32 " (%s); give every node "
+		    "the same value, or change it as docs/cluster.md \"Changing cluster-queue-streams\" "
+		    "says; queues are not clustered until then", cl->nparts, theirs,
+		    cl->parts[part].name);
+		return;
+	}
+	log_warn("cluster: stream %s exists with other settings; using it",
+	    cl->parts[part].name);
+	part_ready(cl, part);
+}
+
+/* STREAM.INFO of EFT_QUEUES, asked when a partition's subjects overlap. */
+static void
+old_info(struct cluster *cl, uint32_t part, bool failed, const char *data, size_t len)
+{
+	int64_t msgs = 0, consumers = 0;
+	if (failed) {
+		refuse_queues(cl, part, "JetStream refused stream %s: its subjects overlap another "
+		    "stream's in this NATS account (10065), which takes eft.q.; queues are not "
+		    "clustered until it is removed", cl->parts[part].name);
+		return;
+	}
+	cluster_json_int(data, len, "messages", &msgs);
+	cluster_json_int(data, len, "consumer_count", &consumers);
+	refuse_queues(cl, part, "the NATS account has the old queue stream " CLUSTER_OLD_QUEUE_STREAM
+	    " (%" PRId64 " messages, %" PRId64 " consumers); this eftd spreads queues over "
+	    "cluster-queue-streams streams and will not use it. Drain it with the old eftd, then "
+	    "'nats stream rm " CLUSTER_OLD_QUEUE_STREAM "' (docs/cluster.md, \"Upgrading from one "
+	    "queue stream\")", msgs, consumers);
+}
+
+static void
 api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 {
-	struct api **pp = &cl->apis, *a;
-	while ((a = *pp) != NULL && a->id != id)
-		pp = &a->next;
+	struct api *a;
+	HASH_FIND(hh, cl->apis, &id, sizeof(id), a);
 	if (a == NULL)
 		return;
-	*pp = a->next;
+	HASH_DEL(cl->apis, a);
 	int64_t code = 0;
 	const char *desc = "";
 	size_t dlen = 0;
@@ -375,45 +530,69 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	bool exists = failed && (code == 10058 || code == 10013 || code == 10148);
 	log_debug("cluster: JetStream answered request %" PRIu64 ": %.*s", id,
 	    (int)(len > 300 ? 300 : len), data);
-	if (a->kind == API_STREAM || a->kind == API_TOPIC_STREAM) {
-		bool topics = a->kind == API_TOPIC_STREAM;
-		const char *name = topics ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
+	switch (a->kind) {
+	case API_STREAM:
+		if (exists)
+			ask_info(cl, API_PART_INFO, a->qid, cl->parts[a->qid].name);
+		else if (failed && code == 10065)
+			ask_info(cl, API_OLD_INFO, a->qid, CLUSTER_OLD_QUEUE_STREAM);
+		else if (failed)
+			log_error("cluster: JetStream refused stream %s: %.*s (%" PRId64 "); "
+			    "is nats-server running with -js?", cl->parts[a->qid].name, (int)dlen, desc,
+			    code);
+		else
+			part_ready(cl, a->qid);
+		break;
+	case API_PART_INFO:
+		if (failed)
+			log_error("cluster: JetStream did not describe stream %s: %.*s (%" PRId64 ")",
+			    cl->parts[a->qid].name, (int)dlen, desc, code);
+		else
+			part_info(cl, a->qid, data, len);
+		break;
+	case API_OLD_INFO:
+		old_info(cl, a->qid, failed, data, len);
+		break;
+	case API_TOPIC_STREAM:
 		if (failed && !exists) {
 			log_error("cluster: JetStream refused stream %s: %.*s (%" PRId64 "); "
-			    "is nats-server running with -js?", name, (int)dlen, desc, code);
-		} else {
-			if (exists)
-				log_warn("cluster: stream %s exists with other settings (%.*s); using it",
-				    name, (int)dlen, desc);
-			bool *ready = topics ? &cl->topics_ready : &cl->stream_ready;
-			if (!*ready)
-				log_info("cluster: %s stream %s ready", topics ? "durable subscriptions'" :
-				    "queue", name);
-			*ready = true;
-			if (!topics)
-				republish(cl);
-			for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
-				if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
-					create_consumer(cl, q);
+			    "is nats-server running with -js?", CLUSTER_TOPIC_STREAM, (int)dlen, desc,
+			    code);
+			break;
 		}
-	} else if (a->kind == API_DELETE) {
+		if (exists)
+			log_warn("cluster: stream %s exists with other settings (%.*s); using it",
+			    CLUSTER_TOPIC_STREAM, (int)dlen, desc);
+		if (!cl->topics_ready)
+			log_info("cluster: durable subscriptions' stream %s ready", CLUSTER_TOPIC_STREAM);
+		cl->topics_ready = true;
+		break;
+	case API_DELETE:
 		if (failed)
 			log_warn("cluster: a durable subscription's consumer was not deleted: %.*s",
 			    (int)dlen, desc);
-	} else {
+		break;
+	case API_CONSUMER: {
 		struct cq *q = cq_of(cl, a->qid);
-		if (q != NULL) {
-			q->creating = false;
-			release_seq(cl, &q->ready_seq);
-			if (failed && !exists) {
-				log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
-				    q->consumer, (int)dlen, desc, code);
-			} else {
-				q->consumer_ready = true;
-				refill(cl, q);
-			}
+		if (q == NULL)
+			break;
+		q->creating = false;
+		release_seq(cl, &q->ready_seq);
+		if (failed && !exists) {
+			log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
+			    q->consumer, (int)dlen, desc, code);
+		} else {
+			q->consumer_ready = true;
+			refill(cl, q);
 		}
+		break;
 	}
+	}
+	/* A stream made: the consumers that waited for it. */
+	if (a->kind != API_CONSUMER && a->kind != API_DELETE)
+		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+			if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
+				create_consumer(cl, q);
 	free(a);
 }
 
@@ -516,7 +695,7 @@ release_seq(struct cluster *cl, uint64_t *seq)
 static void
 republish(struct cluster *cl)
 {
-	if (!cl->connected || !cl->stream_ready)
+	if (!cl->connected || !queues_ready(cl))
 		return;
 	uint64_t now = now_ms(cl);
 	for (size_t i = 0; i < cl->npubs; i++) {
@@ -553,7 +732,7 @@ send_queue(struct cluster *cl, const char *subject, const char *payload, size_t 
 	p->sent_ms = 0;
 	cl->npubs++;
 	cl->next_pub++;
-	if (cl->stream_ready && natsConnection_PublishMsg(cl->nc, nm) == NATS_OK)
+	if (queues_ready(cl) && natsConnection_PublishMsg(cl->nc, nm) == NATS_OK)
 		p->sent_ms = now_ms(cl);
 	return 0;
 }
@@ -838,16 +1017,14 @@ connected(struct cluster *cl)
 		q->consumer_ready = false;
 		q->creating = false;
 	}
-	for (struct api *a = cl->apis, *next; a != NULL; a = next) {
-		next = a->next;
-		free(a);
-	}
-	cl->apis = NULL;
+	forget_requests(cl);
 	/* A stream once made stays (asked for again all the same, in case the
-	 * NATS servers are new): SENDs need not wait for the answer. */
-	create_stream(cl, false);
+	 * NATS servers are new): SENDs need not wait for the answer.  A
+	 * refusal is looked at again, and said again, on each connection. */
+	cl->refusal_logged = false;
+	create_queue_streams(cl, true);
 	if (cl->ndurable > 0)
-		create_stream(cl, true);
+		create_stream(cl, true, 0);
 }
 
 static void
@@ -881,12 +1058,11 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 static void
 forget_lost_requests(struct cluster *cl, uint64_t now)
 {
-	for (struct api **pp = &cl->apis, *a; (a = *pp) != NULL; ) {
-		if (now - a->sent_ms < API_TIMEOUT_MS) {
-			pp = &a->next;
+	struct api *a, *tmp;
+	HASH_ITER(hh, cl->apis, a, tmp) {
+		if (now - a->sent_ms < API_TIMEOUT_MS)
 			continue;
-		}
-		*pp = a->next;
+		HASH_DEL(cl->apis, a);
 		struct cq *q = a->kind == API_CONSUMER ? cq_of(cl, a->qid) : NULL;
 		if (q != NULL) {
 			log_info("cluster: no answer from JetStream for consumer %s; asking again",
@@ -948,10 +1124,12 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	/* JetStream may not be ready yet (a NATS cluster electing its leader):
 	 * ask again every second. */
-	if (!cl->stream_ready && now - cl->stream_asked_ms >= 1000)
-		create_stream(cl, false);
+	/* Asked less often while another layout is in the way: the operator
+	 * has to act first. */
+	if (!queues_ready(cl) && now - cl->stream_asked_ms >= (cl->parts_refused ? 10000 : 1000))
+		create_queue_streams(cl, false);
 	if (cl->ndurable > 0 && !cl->topics_ready && now - cl->topics_asked_ms >= 1000)
-		create_stream(cl, true);
+		create_stream(cl, true, 0);
 	republish(cl);
 	forget_lost_requests(cl, now);
 	if (cl->queues != NULL && now - cl->progress_ms >= cl->cfg->cluster_ack_wait_ms / 3) {
@@ -979,7 +1157,7 @@ sub_window(const struct sub *s)
 }
 
 static int pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
-    const char *filter, const char *topic, size_t topic_len, const char *prefix,
+    uint32_t part, const char *filter, const char *topic, size_t topic_len, const char *prefix,
     const char *name, size_t name_len);
 
 int
@@ -1006,7 +1184,12 @@ cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s)
 	}
 	size_t plen;
 	const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
-	return pull_for(cl, d, s, false, "eft.q.", part, plen, "q_", part, plen);
+	if (cl->parts_refused > 0)
+		return BACKEND_DOWN; /* another layout's streams are in the way (logged) */
+	uint32_t p = cluster_queue_partition(part, plen, cl->nparts);
+	char filter[32];
+	snprintf(filter, sizeof(filter), "eft.q.%" PRIu32 ".", p);
+	return pull_for(cl, d, s, false, p, filter, part, plen, "q_", part, plen);
 }
 
 int
@@ -1016,7 +1199,7 @@ cluster_durable_added(struct cluster *cl, struct dest *d, const struct sub *s,
 	/* /durable/NAME pulls from consumer d_NAME of the topic stream */
 	size_t plen, nlen = dest_name_len(d) - strlen(DURABLE_PREFIX);
 	const char *part = queue_part(topic, topic_len, &plen);
-	return pull_for(cl, d, s, true, "eft.t.", part, plen, "d_",
+	return pull_for(cl, d, s, true, 0, "eft.t.", part, plen, "d_",
 	    dest_name(d) + strlen(DURABLE_PREFIX), nlen);
 }
 
@@ -1037,7 +1220,7 @@ cluster_durable_end(struct cluster *cl, const char *name, size_t len)
  * queue stream, or of the topic stream if durable; its filter is
  * FILTER+TOPIC.  The cq is made with the first subscriber. */
 static int
-pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
+pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable, uint32_t part,
     const char *filter, const char *topic, size_t topic_len, const char *prefix,
     const char *name, size_t name_len)
 {
@@ -1053,7 +1236,8 @@ pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
 			return -2;
 		}
 		q->durable = durable;
-		q->stream = durable ? CLUSTER_TOPIC_STREAM : CLUSTER_STREAM;
+		q->part = part;
+		q->stream = durable ? CLUSTER_TOPIC_STREAM : cl->parts[part].name;
 		q->qid = ++cl->next_qid;
 		q->dest = d;
 		HASH_ADD(hh, cl->queues, qid, sizeof(q->qid), q);
@@ -1061,7 +1245,7 @@ pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable,
 		dest_set_remote(d, (void *)(uintptr_t)q->qid);
 		if (durable && cl->ndurable++ == 0 && !cl->topics_ready &&
 		    cl->connected)
-			create_stream(cl, true);
+			create_stream(cl, true, 0);
 		/* What is published before JetStream has the consumer is not kept
 		 * for it: the SUBSCRIBE's RECEIPT waits for it. */
 		if (durable)
@@ -1134,9 +1318,11 @@ check_send(const struct cluster *cl, enum address_kind kind, const char *name, s
 		    REPLY_PREFIX_LEN - 4), tail);
 		if (n >= SUBJECT_MAX)
 			n = 0;
+	} else if (kind == ADDR_QUEUE) {
+		n = cluster_queue_subject(subject, SUBJECT_MAX, cluster_queue_partition(part, plen,
+		    cl->nparts), part, plen);
 	} else {
-		n = cluster_escape(subject, SUBJECT_MAX, kind == ADDR_QUEUE ? "eft.q." : "eft.t.",
-		    part, plen);
+		n = cluster_escape(subject, SUBJECT_MAX, "eft.t.", part, plen);
 	}
 	if (n == 0) {
 		*err = "destination name too long for the cluster";
@@ -1165,7 +1351,7 @@ int
 cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
     size_t len, const struct msg *m, const char **err)
 {
-	if (!cl->connected || (kind == ADDR_QUEUE && !cl->stream_ready)) {
+	if (!cl->connected || (kind == ADDR_QUEUE && !queues_ready(cl))) {
 		*err = "cluster unavailable";
 		return CLUSTER_DOWN;
 	}
@@ -1234,7 +1420,9 @@ cluster_promised(const struct cluster *cl)
 bool
 cluster_up(const struct cluster *cl)
 {
-	return cl->connected && cl->stream_ready;
+	/* Queue streams of another layout keep queues away (their SENDs and
+	 * SUBSCRIBEs are refused), not topics and replies. */
+	return cl->connected && (queues_ready(cl) || cl->parts_refused > 0);
 }
 
 const char *
@@ -1296,7 +1484,8 @@ static int
 op_check(const void *impl, int kind, const char *name, size_t len, const struct msg *m,
     const char **why)
 {
-	if (!cluster_up(impl)) {
+	const struct cluster *cl = impl;
+	if (!cluster_up(cl) || (kind == ADDR_QUEUE && !queues_ready(cl))) {
 		*why = "cluster unavailable";
 		return CLUSTER_DOWN;
 	}
@@ -1400,6 +1589,16 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 	cl->base = env->base;
 	env->pool->drop_kept = drop_ack;
 	cl->next_pub = 1;
+	cl->nparts = cfg->cluster_queue_streams ? cfg->cluster_queue_streams : 1;
+	cl->parts = calloc(cl->nparts, sizeof(*cl->parts));
+	if (cl->parts == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(cl);
+		return NULL;
+	}
+	for (uint32_t p = 0; p < cl->nparts; p++)
+		snprintf(cl->parts[p].name, sizeof(cl->parts[p].name), CLUSTER_QUEUE_STREAM_PREFIX
+		    "%" PRIu32, p);
 	if (cfg->node_name[0]) {
 		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
 	} else {
@@ -1486,6 +1685,7 @@ fail:
 		event_free(cl->state_ev);
 	if (cl->tick_ev)
 		event_free(cl->tick_ev);
+	free(cl->parts);
 	free(cl);
 	return NULL;
 }
@@ -1532,10 +1732,8 @@ cluster_stop(struct cluster *cl)
 		if (pub_at(cl, i)->msg != NULL)
 			natsMsg_Destroy(pub_at(cl, i)->msg);
 	free(cl->pubs);
-	for (struct api *a = cl->apis, *next; a != NULL; a = next) {
-		next = a->next;
-		free(a);
-	}
+	forget_requests(cl);
+	free(cl->parts);
 	natsOptions_Destroy(cl->opts);
 	/* libnats's threads (one may be about to call wake) are gone after this. */
 	nats_CloseAndWait(2000);

@@ -1,5 +1,7 @@
 /* cluster_wire.c - names, payloads and JSON fields for the NATS cluster
  * (cluster_wire.h).  No sockets, no libnats. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,57 @@ cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size
 	}
 	out[n] = '\0';
 	return n;
+}
+
+uint32_t
+cluster_queue_partition(const char *name, size_t len, uint32_t parts)
+{
+	/* FNV-1a, 32 bits */
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 16777619u;
+	}
+	return parts > 1 ? h % parts : 0;
+}
+
+size_t
+cluster_queue_subject(char *out, size_t cap, uint32_t partition, const char *name, size_t len)
+{
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "eft.q.%" PRIu32 ".", partition);
+	return cluster_escape(out, cap, prefix, name, len);
+}
+
+#define DESCRIPTION_PREFIX "eft queues: partition "
+
+size_t
+cluster_queue_stream_description(char *out, size_t cap, uint32_t partition, uint32_t parts)
+{
+	int n = snprintf(out, cap, DESCRIPTION_PREFIX "%" PRIu32 " of %" PRIu32, partition, parts);
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+bool
+cluster_queue_streams_of(const char *desc, size_t len, uint32_t *parts)
+{
+	size_t plen = strlen(DESCRIPTION_PREFIX);
+	if (len <= plen || memcmp(desc, DESCRIPTION_PREFIX, plen) != 0)
+		return false;
+	const char *p = desc + plen, *end = desc + len;
+	while (p < end && *p >= '0' && *p <= '9')
+		p++;
+	if (end - p < 5 || memcmp(p, " of ", 4) != 0)
+		return false;
+	uint64_t n = 0;
+	for (p += 4; p < end; p++) {
+		if (*p < '0' || *p > '9' || (n = n * 10 + (uint64_t)(*p - '0')) > UINT32_MAX)
+			return false;
+	}
+	if (n == 0)
+		return false;
+	*parts = (uint32_t)n;
+	return true;
 }
 
 static int

@@ -92,6 +92,8 @@ static const struct key_def keys[CFG_NKEYS] = {
 	KEY(CFG_NODE_NAME, "node-name", T_STRING, node_name, 0, 0, false),
 	UINT_KEY(CFG_CLUSTER_REPLICAS, "cluster-replicas", cluster_replicas, 1, 5),
 	UINT_KEY(CFG_CLUSTER_ACK_WAIT_MS, "cluster-ack-wait-ms", cluster_ack_wait_ms, 100, 3600000),
+	UINT_KEY(CFG_CLUSTER_QUEUE_STREAMS, "cluster-queue-streams", cluster_queue_streams, 1, 1024),
+	UINT_KEY(CFG_CLUSTER_STATS_MS, "cluster-stats-ms", cluster_stats_ms, 0, 3600000),
 	KEY(CFG_LOG_FILE, "log-file", T_PATH, log_file, 0, 0, false),
 	KEY(CFG_REDELIVERED_ALWAYS, "redelivered-always", T_BOOL, redelivered_always, 0, 0, false),
 };
@@ -143,6 +145,8 @@ config_defaults(struct config *cfg)
 	cfg->journal_segment_size = 64u << 20;
 	cfg->cluster_replicas = 1;
 	cfg->cluster_ack_wait_ms = 30000;
+	cfg->cluster_queue_streams = 32;
+	cfg->cluster_stats_ms = 5000;
 }
 
 static int
@@ -695,6 +699,11 @@ check_cluster(const struct config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 		return 0;
+	}
+	if (cfg->cluster_stats_ms != 0 && cfg->cluster_stats_ms < 200) {
+		snprintf(err, errlen, "cluster-stats-ms: %u is too often; give 0 (never) or 200 and up",
+		    cfg->cluster_stats_ms);
+		return -1;
 	}
 	char list[sizeof(cfg->cluster)];
 	snprintf(list, sizeof(list), "%s", cfg->cluster);

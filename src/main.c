@@ -340,8 +340,10 @@ log_started(const struct broker *b)
 	log_info("up to %zu connection%s; messages may hold %zu MB (max-memory)", b->server->max_conns,
 	    b->server->max_conns == 1 ? "" : "s", b->max_memory >> 20);
 	if (b->cluster != NULL)
-		log_info("cluster node %s: queues in JetStream stream EFT_QUEUES (replicas %u), "
-		    "topics and replies over NATS", cluster_node(b->cluster), b->cfg->cluster_replicas);
+		log_info("cluster node %s: queues in JetStream streams EFT_Q_0..EFT_Q_%u "
+		    "(cluster-queue-streams %u, replicas %u), topics and replies over NATS",
+		    cluster_node(b->cluster), b->cfg->cluster_queue_streams - 1,
+		    b->cfg->cluster_queue_streams, b->cfg->cluster_replicas);
 	else if (b->backend == NULL)
 		log_warn("no data-dir: messages are kept in memory only, and persistent messages "
 		    "will not survive a restart");

@@ -11,11 +11,18 @@
 
 #include "eft/msg.h"
 
-/* Subjects:  eft.q.NAME (queues, in the stream), eft.t.NAME (topics),
+/* Subjects:  eft.q.P.NAME (queues, in stream EFT_Q_P), eft.t.NAME (topics),
  * eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
- * escaped as one token (cluster_escape). */
-#define CLUSTER_STREAM "EFT_QUEUES"
-#define CLUSTER_QUEUE_SUBJECTS "eft.q.>"
+ * escaped as one token (cluster_escape).
+ *
+ * Queues are spread over cluster-queue-streams streams EFT_Q_0.., each a
+ * work queue over eft.q.P.>: queue NAME is in partition
+ * fnv1a32(NAME) % streams.  That hash is part of the wire format: every node
+ * must compute the same, so it never changes. */
+#define CLUSTER_QUEUE_STREAM_PREFIX "EFT_Q_"
+#define CLUSTER_QUEUE_STREAMS_MAX 1024
+/* The one queue stream of eftd before the partitions: refused, not used. */
+#define CLUSTER_OLD_QUEUE_STREAM "EFT_QUEUES"
 /* Durable topic subscriptions: an interest-retention stream over every
  * topic subject, made when the first one is. */
 #define CLUSTER_TOPIC_STREAM "EFT_TOPICS"
@@ -31,6 +38,19 @@
 size_t cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len);
 /* The reverse, in place on a token; the length, or -1 if malformed. */
 long cluster_unescape(char *token, size_t len);
+
+/* The partition (0..parts-1) of queue NAME (after /queue/, unescaped). */
+uint32_t cluster_queue_partition(const char *name, size_t len, uint32_t parts);
+/* Queue NAME's subject, eft.q.P.NAME, into out; its length, or 0 if it
+ * would not fit. */
+size_t cluster_queue_subject(char *out, size_t cap, uint32_t partition, const char *name,
+    size_t len);
+/* The description a partition's stream is made with, "eft queues: partition
+ * P of N": how a node learns the account's N (cluster_queue_streams_of). */
+size_t cluster_queue_stream_description(char *out, size_t cap, uint32_t partition,
+    uint32_t parts);
+/* N from such a description (json string contents); false if it is not one. */
+bool cluster_queue_streams_of(const char *desc, size_t len, uint32_t *parts);
 
 /* The payload of a message between nodes:
  *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered, 8 now-or-never), priority,

@@ -62,6 +62,8 @@ enum config_key {
 	CFG_NODE_NAME,
 	CFG_CLUSTER_REPLICAS,
 	CFG_CLUSTER_ACK_WAIT_MS,
+	CFG_CLUSTER_QUEUE_STREAMS,
+	CFG_CLUSTER_STATS_MS,
 	CFG_LOG_FILE,
 	CFG_REDELIVERED_ALWAYS,
 	CFG_NKEYS
@@ -150,6 +152,8 @@ struct config {
 	char node_name[128];          /* this node's name in the cluster; "": host name and port */
 	unsigned cluster_replicas;    /* JetStream replicas of the queue stream */
 	unsigned cluster_ack_wait_ms; /* JetStream ack wait: renewed by a live node (+WPI) */
+	unsigned cluster_queue_streams; /* queues spread over streams EFT_Q_0.. by a hash of the name */
+	unsigned cluster_stats_ms;     /* how often JetStream is asked what waits per queue; 0 never */
 	char log_file[PATH_MAX];      /* log lines go here (reopened at SIGHUP); "": stderr */
 	int origin[CFG_NKEYS];     /* CONFIG_DEFAULT, CONFIG_FLAG or the file's line */
 	char path[PATH_MAX];       /* the config file read, or "" */

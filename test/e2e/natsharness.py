@@ -125,14 +125,33 @@ def request(port, subject, payload=b"", timeout=5):
         raise AssertionError("no answer to %s" % subject)
 
 
-def stream_info(port, stream="EFT_QUEUES"):
-    return json.loads(request(port, "$JS.API.STREAM.INFO." + stream))
+def stream_info(port, stream, subjects_filter=None):
+    body = json.dumps({"subjects_filter": subjects_filter}).encode() if subjects_filter else b""
+    return json.loads(request(port, "$JS.API.STREAM.INFO." + stream, body))
 
 
-def stream_messages(port, stream="EFT_QUEUES"):
-    """Messages the stream holds (a work queue: not yet acknowledged)."""
+def queue_streams(port):
+    """The queue partitions' streams (EFT_Q_0, ...) in the account."""
+    names = json.loads(request(port, "$JS.API.STREAM.NAMES")).get("streams") or []
+    return sorted((n for n in names if n.startswith("EFT_Q_")), key=lambda n: int(n[6:]))
+
+
+def stream_messages(port, stream=None):
+    """Messages the stream holds (a work queue: not yet acknowledged); by
+    default, what every queue stream holds."""
+    if stream is None:
+        counts = [stream_messages(port, s) for s in queue_streams(port)]
+        return None if not counts or None in counts else sum(counts)
     info = stream_info(port, stream)
     return info["state"]["messages"] if "state" in info else None
+
+
+def queue_partition(name, streams):
+    """Queue NAME's partition (after /queue/): eftd's FNV-1a 32, computed apart."""
+    h = 2166136261
+    for c in name.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h % streams if streams > 1 else 0
 
 
 def stream_last_seq(port, stream="EFT_TOPICS"):

@@ -97,7 +97,7 @@ class ClusterBase(unittest.TestCase):
         b = Broker(config=node_config(nats or self.nats, name, extra))
         self.nodes.append(b)
         b.start()
-        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30,
+        wait_for(lambda: "queue streams EFT_Q_0.." in b.read_log(), 30,
                  "node %s to see the queue stream" % name)
         return b
 
@@ -560,7 +560,7 @@ class NatsRestartTest(ClusterBase):
         nats.start()
         wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
         wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
-        wait_for(lambda: a.read_log().count("queue stream EFT_QUEUES ready") >= 1, 10, "stream")
+        wait_for(lambda: a.read_log().count("queue streams EFT_Q_0..") >= 1, 10, "stream")
         after = self.client(a)
         send(after, "/queue/r", "after", rid="after")
         after.expect("RECEIPT", 15)
@@ -640,7 +640,7 @@ class StartupTest(unittest.TestCase):
         self.assertEqual(c.expect_error_and_close(5)["message"], "cluster unavailable")
         wait_for(lambda: "still unreachable" in b.read_log(), 10, "a retry to be logged")
         nats.start()
-        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30, "the stream")
+        wait_for(lambda: "queue streams EFT_Q_0.." in b.read_log(), 30, "the stream")
         c = RawClient(b.port)
         c.connect()
         send(c, "/queue/x", "later", rid="r")

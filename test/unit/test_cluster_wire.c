@@ -200,6 +200,52 @@ test_ack_subjects(void **state)
 	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
 }
 
+/* The partition hash is wire format: these values were computed apart
+ * (FNV-1a 32 in Python) and must never change. */
+static void
+test_queue_partitions(void **state)
+{
+	(void)state;
+	char x200[200];
+	memset(x200, 'x', sizeof(x200));
+	static const struct {
+		const char *name;
+		uint32_t p1, p7, p32, p1024;
+	} pinned[] = {
+		{ "", 0, 2, 5, 453 },
+		{ "a", 0, 5, 12, 300 },
+		{ "orders", 0, 3, 12, 748 },
+	};
+	for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) {
+		const char *n = pinned[i].name;
+		assert_int_equal(cluster_queue_partition(n, strlen(n), 1), pinned[i].p1);
+		assert_int_equal(cluster_queue_partition(n, strlen(n), 7), pinned[i].p7);
+		assert_int_equal(cluster_queue_partition(n, strlen(n), 32), pinned[i].p32);
+		assert_int_equal(cluster_queue_partition(n, strlen(n), 1024), pinned[i].p1024);
+	}
+	assert_int_equal(cluster_queue_partition(x200, 200, 1), 0);
+	assert_int_equal(cluster_queue_partition(x200, 200, 7), 3);
+	assert_int_equal(cluster_queue_partition(x200, 200, 32), 5);
+	assert_int_equal(cluster_queue_partition(x200, 200, 1024), 741);
+
+	char subject[64];
+	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 12, "a.b", 3), 14);
+	assert_string_equal(subject, "eft.q.12.a=2Eb");
+	assert_int_equal(cluster_queue_subject(subject, 12, 12, "a.b", 3), 0);
+
+	char desc[64];
+	uint32_t parts = 0;
+	size_t n = cluster_queue_stream_description(desc, sizeof(desc), 3, 32);
+	assert_string_equal(desc, "eft queues: partition 3 of 32");
+	assert_true(cluster_queue_streams_of(desc, n, &parts));
+	assert_int_equal(parts, 32);
+	assert_false(cluster_queue_streams_of("eft queues: partition 3 of ", 27, &parts));
+	assert_false(cluster_queue_streams_of("eft queues: partition 3 of 0", 28, &parts));
+	assert_false(cluster_queue_streams_of("eft queues: partition 3 of 9999999999", 37, &parts));
+	assert_false(cluster_queue_streams_of("eft queues: partition 3 or 32", 29, &parts));
+	assert_false(cluster_queue_streams_of("something else", 14, &parts));
+}
+
 int
 main(void)
 {
@@ -209,6 +255,7 @@ main(void)
 		cmocka_unit_test(test_payload_damage),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_ack_subjects),
+		cmocka_unit_test(test_queue_partitions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,150 @@
+"""Queues spread over several JetStream streams (issue 26).
+
+Real nats-server -js and eftd nodes on loopback ports, as in test_cluster.py
+(whose ClusterBase this uses):
+- queues land in the streams EFT_Q_<p> their names hash to, and each
+  message is delivered once across consumers on two nodes;
+- a NATS account that has the old single stream EFT_QUEUES is refused with
+  one line naming it, and queues get an ERROR while topics still work;
+- a node whose cluster-queue-streams differs from the account's is refused
+  the same way.
+"""
+
+import json
+import threading
+import time
+
+from harness import Broker, subscribe, wait_for
+from natsharness import queue_partition, queue_streams, request, stream_info, stream_messages
+from test_cluster import ClusterBase, node_config, read_bodies, send
+
+# Names that land on every partition of 4 (checked in the test itself).
+QUEUES = ["orders", "invoices", "mail", "audit", "q1", "q2", "q3", "q4"]
+
+
+def raw_json(port, subject, obj=None):
+    return json.loads(request(port, subject, b"" if obj is None else json.dumps(obj).encode()))
+
+
+class PartitionTest(ClusterBase):
+    def refused_node(self, name, extra, line):
+        """A node started against an account it must refuse: its one line."""
+        b = Broker(config=node_config(self.nats, name, extra))
+        self.nodes.append(b)
+        b.start()
+        wait_for(lambda: line in b.read_log(), 30, "node %s to refuse the queue streams" % name)
+        return b
+
+    def expect_queue_refused(self, b):
+        c = self.client(b)
+        c.send_frame("SEND", [("destination", "/queue/x"), ("receipt", "r")], b"m")
+        frames, closed = c.drain(10)
+        self.assertTrue(closed, frames)
+        self.assertEqual([f.command for f in frames], ["ERROR"], frames)
+        self.assertEqual(frames[0]["message"], "cluster unavailable")
+        c = self.client(b)
+        c.send_frame("SUBSCRIBE", [("destination", "/queue/x"), ("id", "1"),
+                                   ("receipt", "s")])
+        frames, closed = c.drain(10)
+        self.assertEqual([f.command for f in frames], ["ERROR"], frames)
+
+    def expect_topics_work(self, b):
+        sub = self.client(b)
+        subscribe(sub, "/topic/still", sid="t")
+        pub = self.client(b)
+        send(pub, "/topic/still", "here", rid="p")
+        pub.expect("RECEIPT", 10)
+        self.assertEqual(read_bodies(sub, 1, 10), ["here"])
+
+    def test_queues_spread_over_streams_each_delivered_once_across_two_nodes(self):
+        streams = 4
+        self.assertEqual({queue_partition(q, streams) for q in QUEUES}, set(range(streams)))
+        a = self.node("a", "cluster-queue-streams = %d\n" % streams)
+        b = self.node("b", "cluster-queue-streams = %d\n" % streams)
+        port = self.nats[0].port
+        self.assertEqual(queue_streams(port), ["EFT_Q_%d" % p for p in range(streams)])
+        n = 300
+        p = self.client(a)
+        for q in QUEUES:
+            for i in range(n):
+                send(p, "/queue/" + q, "%s-%d" % (q, i))
+        send(p, "/queue/" + QUEUES[-1], "last", rid="sent")
+        p.expect("RECEIPT", 30)
+        # Each queue waits in its own partition's stream, on its own subject.
+        for q in QUEUES:
+            part = queue_partition(q, streams)
+            info = stream_info(port, "EFT_Q_%d" % part, "eft.q.%d.>" % part)
+            want = n + (1 if q == QUEUES[-1] else 0)
+            self.assertEqual(info["state"]["subjects"].get("eft.q.%d.%s" % (part, q)), want,
+                             (q, info["state"]))
+            self.assertEqual(info["config"]["description"],
+                             "eft queues: partition %d of %d" % (part, streams))
+        total = len(QUEUES) * n + 1
+        got = {"a": [], "b": []}
+
+        def consume(node, key):
+            c = self.client(node)
+            for i, q in enumerate(QUEUES):
+                subscribe(c, "/queue/" + q, sid=str(i), ack="client-individual")
+            deadline = time.time() + 60
+            while len(got["a"]) + len(got["b"]) < total and time.time() < deadline:
+                try:
+                    f = c.read_frame(0.5)
+                except Exception:
+                    continue
+                got[key].append(f.body.decode())
+                c.send_frame("ACK", [("id", f["ack"])])
+
+        threads = [threading.Thread(target=consume, args=(x, k)) for x, k in ((a, "a"), (b, "b"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        everything = got["a"] + got["b"]
+        self.assertEqual(len(everything), total)
+        self.assertEqual(len(set(everything)), total, "a message came twice")
+        self.assertGreater(len(got["a"]), 0)
+        self.assertGreater(len(got["b"]), 0)
+        wait_for(lambda: stream_messages(port) == 0, 10, "every ACK to reach JetStream")
+
+    def test_old_single_stream_is_refused_with_one_line(self):
+        port = self.nats[0].port
+        made = raw_json(port, "$JS.API.STREAM.CREATE.EFT_QUEUES", {
+            "name": "EFT_QUEUES", "subjects": ["eft.q.>"], "retention": "workqueue",
+            "storage": "file"})
+        self.assertNotIn("error", made)
+        for i in range(3):
+            request(port, "eft.q.old", b"old %d" % i)
+        line = "the NATS account has the old queue stream EFT_QUEUES (3 messages, 0 consumers)"
+        a = self.refused_node("a", "", line)
+        self.expect_queue_refused(a)
+        self.expect_topics_work(a)
+        # Nothing of EFT_QUEUES was touched, and no partition took its place.
+        self.assertEqual(stream_messages(port, "EFT_QUEUES"), 3)
+        self.assertEqual(queue_streams(port), [])
+        self.assertEqual(a.read_log().count("old queue stream EFT_QUEUES"), 1)
+        # Once the operator removes it, the node takes its queues without a restart.
+        gone = raw_json(port, "$JS.API.STREAM.DELETE.EFT_QUEUES")
+        self.assertTrue(gone.get("success"), gone)
+        wait_for(lambda: "queue streams EFT_Q_0.." in a.read_log(), 30, "the partitions")
+        c = self.client(a)
+        subscribe(c, "/queue/x", sid="q")
+        send(c, "/queue/x", "now", rid="r")
+        c.expect("RECEIPT", 10)
+        self.assertEqual(read_bodies(c, 1, 10), ["now"])
+
+    def test_a_node_with_another_partition_count_is_refused(self):
+        a = self.node("a", "cluster-queue-streams = 4\n")
+        line = ("this node has cluster-queue-streams = 8 but the NATS account's queue streams "
+                "were made with 4")
+        b = self.refused_node("b", "cluster-queue-streams = 8\n", line)
+        self.expect_queue_refused(b)
+        self.expect_topics_work(b)
+        self.assertEqual(b.read_log().count("cluster-queue-streams = 8 but"), 1)
+        # a is not disturbed, and b made none of its own streams
+        self.assertEqual(queue_streams(self.nats[0].port), ["EFT_Q_%d" % p for p in range(4)])
+        c = self.client(a)
+        subscribe(c, "/queue/x", sid="q")
+        send(c, "/queue/x", "fine", rid="r")
+        c.expect("RECEIPT", 10)
+        self.assertEqual(read_bodies(c, 1, 10), ["fine"])
