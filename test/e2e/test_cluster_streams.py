@@ -11,10 +11,11 @@ Real nats-server -js and eftd nodes on loopback ports, as in test_cluster.py
 """
 
 import json
+import socket
 import threading
 import time
 
-from harness import Broker, subscribe, wait_for
+from harness import Broker, RawClient, subscribe, wait_for
 from natsharness import queue_partition, queue_streams, request, stream_info, stream_messages
 from test_cluster import ClusterBase, node_config, read_bodies, send
 
@@ -148,3 +149,146 @@ class PartitionTest(ClusterBase):
         send(c, "/queue/x", "fine", rid="r")
         c.expect("RECEIPT", 10)
         self.assertEqual(read_bodies(c, 1, 10), ["fine"])
+
+
+class Load:
+    """Producers and consumers on several nodes while NATS is killed under
+    them: what was RECEIPTed, and every copy each consumer got."""
+
+    def __init__(self, nodes, queues, batch=10):
+        self.nodes, self.queues, self.batch = nodes, queues, batch
+        self.producers_stop = threading.Event()
+        self.consumers_stop = threading.Event()
+        self.lock = threading.Lock()
+        self.confirmed = set()       # bodies whose RECEIPT came
+        self.copies = {}             # body -> [redelivered flag of each copy]
+        self.producers = [threading.Thread(target=self.produce, args=(n, "p%d" % i))
+                          for i, n in enumerate(nodes)]
+        self.consumers = [threading.Thread(target=self.consume, args=(n,)) for n in nodes]
+
+    @staticmethod
+    def connect(node):
+        c = RawClient(node.port, timeout=10)
+        c.connect("1.2")
+        return c
+
+    def produce(self, node, tag):
+        """Batches of SENDs, the last of each asking for a RECEIPT, which
+        answers for the batch; an ERROR (cluster unavailable) closes the
+        connection, and the producer connects again."""
+        seq, c = 0, None
+        deadline = time.time() + 120
+        while not self.producers_stop.is_set() and time.time() < deadline:
+            try:
+                if c is None:
+                    c = self.connect(node)
+                bodies = []
+                for i in range(self.batch):
+                    body = "%s-%d" % (tag, seq)
+                    seq += 1
+                    bodies.append(body)
+                    h = [("destination", "/queue/" + self.queues[seq % len(self.queues)])]
+                    if i == self.batch - 1:
+                        h.append(("receipt", body))
+                    c.send_frame("SEND", h, body.encode())
+                f = c.read_frame(10)
+                if f.command != "RECEIPT" or f["receipt-id"] != bodies[-1]:
+                    raise OSError("got %s" % f.command)
+                with self.lock:
+                    self.confirmed.update(bodies)
+            except Exception:
+                if c is not None:
+                    c.close()
+                c = None
+                time.sleep(0.1)
+        if c is not None:
+            c.close()
+
+    def consume(self, node):
+        c = None
+        deadline = time.time() + 240
+        while not self.consumers_stop.is_set() and time.time() < deadline:
+            try:
+                if c is None:
+                    c = self.connect(node)
+                    for i, q in enumerate(self.queues):
+                        c.send_frame("SUBSCRIBE", [("destination", "/queue/" + q), ("id", str(i)),
+                                                   ("ack", "client-individual"),
+                                                   ("prefetch-count", "50")])
+                try:
+                    f = c.read_frame(0.3)
+                except socket.timeout:
+                    continue
+                if f.command != "MESSAGE":
+                    raise OSError("got %s" % f.command)
+                with self.lock:
+                    self.copies.setdefault(f.body.decode(), []).append(
+                        f.get("redelivered") == "true")
+                c.send_frame("ACK", [("id", f["ack"])])
+            except Exception:
+                if c is not None:
+                    c.close()
+                c = None
+                time.sleep(0.1)
+        if c is not None:
+            c.close()
+
+    def start(self):
+        for t in self.consumers + self.producers:
+            t.start()
+
+    def finish(self, limit=90, quiet=3.0):
+        """Stop producing, then consume until every RECEIPTed body came and
+        nothing more for `quiet` seconds (or `limit` passed)."""
+        self.producers_stop.set()
+        for t in self.producers:
+            t.join(30)
+        confirmed = set(self.confirmed)
+        deadline = time.time() + limit
+        last, quiet_since = -1, time.time()
+        while time.time() < deadline:
+            with self.lock:
+                have = set(self.copies)
+                n = sum(len(v) for v in self.copies.values())
+            if n != last:
+                last, quiet_since = n, time.time()
+            if confirmed <= have and time.time() - quiet_since > quiet:
+                break
+            time.sleep(0.2)
+        self.consumers_stop.set()
+        for t in self.consumers:
+            t.join(30)
+        return confirmed
+
+
+class KillUnderLoadTest(ClusterBase):
+    """kill -9 of nats-server under load, then a restart, 3 times."""
+
+    def test_kill9_nats_under_load_single_server(self):
+        a = self.node("a", "cluster-queue-streams = 4\n")
+        b = self.node("b", "cluster-queue-streams = 4\n")
+        load = Load([a, b], ["k1", "k2", "k3", "k4"])
+        load.start()
+        try:
+            nats = self.nats[0]
+            for k in range(3):
+                time.sleep(1.5)
+                nats.kill()
+                time.sleep(0.3)
+                nats.start()
+                for n in (a, b):
+                    wait_for(lambda: n.read_log().count("connected to NATS") >= k + 2, 30,
+                             "a node to reconnect")
+            time.sleep(1.5)
+        finally:
+            confirmed = load.finish()
+        self.assertGreater(len(confirmed), 1000, "too little load to mean anything")
+        missing = confirmed - set(load.copies)
+        self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
+        dups = sum(1 for f in load.copies.values() if len(f) > 1)
+        unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
+        self.assertEqual(unmarked, {}, "delivered again without redelivered:true "
+                         "(%d bodies delivered more than once)" % dups)
+        port = self.nats[0].port
+        wait_for(lambda: stream_messages(port) == 0, 20,
+                 "the streams to hold nothing once everything was consumed")

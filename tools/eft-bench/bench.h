@@ -29,6 +29,7 @@ struct opts {
 	const char *mode_name;
 	const char *host, *port, *login, *passcode, *vhost;
 	const char *consumer_port;  /* consumers' (and rpc's responder's) port; NULL: port */
+	const char *queue;          /* --queue NAME: /queue/NAME, not a fresh one; NULL: fresh */
 	uint64_t count;             /* -n: messages (rpc: requests) per run */
 	size_t sizes[MAX_SIZES];    /* one run per size */
 	int nsizes;

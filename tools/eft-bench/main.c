@@ -49,6 +49,9 @@ static const char common_help[] =
 "      --consumer-port PORT\n"
 "                        consumers (and rpc's responder) connect here, producers\n"
 "                        to --port: two nodes of an eft cluster (default: --port)\n"
+"      --queue NAME      sendrecv and stream: use /queue/NAME, not a fresh queue\n"
+"                        (an eft cluster places a queue by its name); it should\n"
+"                        be empty, and one size only\n"
 "      --login NAME      CONNECT login (default guest; '' sends none)\n"
 "      --passcode SECRET CONNECT passcode (default guest; '' sends none)\n"
 "      --vhost HOST      CONNECT host header: RabbitMQ's vhost (default /)\n"
@@ -261,6 +264,10 @@ void
 bench_dest_name(char *out, size_t outlen, const struct opts *o, const char *prefix, size_t size,
     int row)
 {
+	if (o->queue != NULL && strcmp(prefix, "/queue/eft-bench") == 0) {
+		snprintf(out, outlen, "/queue/%s", o->queue);
+		return;
+	}
 	bool repeated = false;
 	for (int i = 0; i < row && i < o->nsizes; i++)
 		if (o->sizes[i] == size)
@@ -354,7 +361,7 @@ enum {
 	OPT_JSON, OPT_INFLIGHT, OPT_RATE, OPT_SUB_HEADER, OPT_SEND_HEADER, OPT_RPC_SUBSCRIBE, OPT_TLS, OPT_CA,
 	OPT_INSECURE, OPT_SNI, OPT_WS, OPT_WS_PATH, OPT_WS_BINARY, OPT_PERSISTENT,
 	OPT_RECEIPT_WINDOW,
-	OPT_CONSUMER_PORT, OPT_WILDCARDS,
+	OPT_CONSUMER_PORT, OPT_WILDCARDS, OPT_QUEUE,
 };
 
 static void
@@ -395,6 +402,7 @@ parse_options(int argc, char **argv, struct opts *o)
 		{ "persistent", no_argument, NULL, OPT_PERSISTENT },
 		{ "receipt-window", required_argument, NULL, OPT_RECEIPT_WINDOW },
 		{ "consumer-port", required_argument, NULL, OPT_CONSUMER_PORT },
+		{ "queue", required_argument, NULL, OPT_QUEUE },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* Options that belong to one mode: the mode letters that allow them. */
@@ -415,6 +423,12 @@ parse_options(int argc, char **argv, struct opts *o)
 		case OPT_CONSUMER_PORT:
 			o->consumer_port = optarg;
 			(void)parse_int_arg("--consumer-port", optarg, 1, 65535);
+			break;
+		case OPT_QUEUE:
+			if (optarg[0] == '\0' || strlen(optarg) > 200 || strpbrk(optarg, "\r\n:") != NULL)
+				usage_error("--queue: '%s' is not a queue name (1 to 200 bytes, no "
+				    "':' or line ends)", optarg);
+			o->queue = optarg;
 			break;
 		case OPT_LOGIN:
 			o->login = optarg;
@@ -578,6 +592,10 @@ parse_options(int argc, char **argv, struct opts *o)
 		usage_error("--receipt-window applies to sendrecv, stream and fanout modes only");
 	if (single_size && many_sizes)
 		usage_error("use -s or --sizes/--sweep, not both");
+	if (o->queue != NULL && (o->mode != MODE_SENDRECV && o->mode != MODE_STREAM))
+		usage_error("--queue applies to sendrecv and stream modes only");
+	if (o->queue != NULL && many_sizes)
+		usage_error("--queue takes one size (-s): each size would need a queue of its own");
 	if (!o->tls && (o->ca != NULL || o->insecure || o->sni != NULL))
 		usage_error("--ca, --insecure and --sni apply with --tls only");
 	if (!o->ws && ws_options)
