@@ -65,7 +65,8 @@ struct cq {
 	                              ack subject */
 	const char *stream;        /* its partition's EFT_Q_P, or CLUSTER_TOPIC_STREAM ... */
 	bool durable;              /* ... for a durable topic subscription */
-	uint32_t part;             /* a queue's partition */
+	uint32_t part;             /* a queue's partition (nparts: the durable subscriptions'
+	                              stream) */
 	uint32_t qid;
 	struct dest *dest;
 	char consumer[CLUSTER_NAME_MAX + 8];
@@ -78,6 +79,14 @@ struct cq {
 	uint32_t window;           /* what its subscribers may hold: buffered + unacked */
 	uint64_t ready_seq;        /* a durable subscription's SUBSCRIBE: its RECEIPT waits
 	                              (as a SEND's does) until the consumer exists */
+	/* A nats-server killed and restarted may keep a message its consumer
+	 * had acknowledged (the ack floor moved, the removal was lost): below
+	 * the floor it is never delivered again, and waits for ever.  After an
+	 * outage, each queue caught up here sweeps such messages away, until a
+	 * sweep finds nothing unacknowledged that could hide one. */
+	bool sweep;
+	bool sweeping;             /* a request of the sweep is out */
+	uint64_t swept_ms;
 };
 
 /* A topic this node has subscribers on. */
@@ -101,9 +110,13 @@ enum api_kind {
 	API_STREAM,        /* queue partition qid's stream made */
 	API_PART_INFO,     /* ... it exists with another configuration: whose? */
 	API_OLD_INFO,      /* ... its subjects overlap: the old EFT_QUEUES? */
+	API_MARK,          /* a stream's last sequence after an outage (qid: partition, or
+	                      nparts for the durable subscriptions' stream) */
 	API_TOPIC_STREAM,
 	API_CONSUMER,
-	API_DELETE
+	API_DELETE,
+	API_FLOOR,         /* a queue's consumer: its ack floor, for the sweep */
+	API_PURGE          /* ... what the stream kept below it */
 };
 struct api {
 	UT_hash_handle hh;         /* in cl->apis, by id */
@@ -113,11 +126,20 @@ struct api {
 	uint32_t qid;              /* a cq's, or a partition */
 };
 
-/* One of the queue streams. */
+/* One of the queue streams (or, for its mark only, the durable
+ * subscriptions' one). */
 struct cpart {
 	char name[24];             /* EFT_Q_P */
 	bool ready;
 	bool refused;              /* it belongs to another layout: no queue is clustered */
+	/* A nats-server killed and restarted may have lost what its consumers
+	 * delivered just before, and deliver it again as if for the first time
+	 * (delivered = 1 in the ack subject: seen in test_cluster_streams).
+	 * So after an outage, whatever the stream held by then (sequence up to
+	 * mark) may have been delivered before, and says so.  No pull goes out
+	 * while the mark is asked for. */
+	uint64_t mark;
+	bool marking;
 };
 
 struct cluster {
@@ -144,10 +166,12 @@ struct cluster {
 	struct api *apis;                /* by id */
 	uint64_t next_api;
 	bool connected;                  /* as last seen on the loop */
-	struct cpart *parts;             /* cfg->cluster_queue_streams of them */
+	struct cpart *parts;             /* cfg->cluster_queue_streams of them, then EFT_TOPICS's
+	                                    mark */
 	uint32_t nparts, parts_ready;
 	uint32_t parts_refused;
 	bool refusal_logged;             /* this connection */
+	uint64_t swept;                  /* acknowledged messages JetStream had kept, removed */
 	uint64_t stream_asked_ms;        /* when the queue streams were last asked for */
 	bool topics_ready;               /* the durable subscriptions' stream */
 	uint64_t topics_asked_ms;
@@ -415,6 +439,9 @@ create_consumer(struct cluster *cl, struct cq *q)
 }
 
 static void refill(struct cluster *cl, struct cq *q);
+static void swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data,
+    size_t len);
+static void swept(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len);
 static void republish(struct cluster *cl);
 static void release_seq(struct cluster *cl, uint64_t *seq);
 
@@ -515,6 +542,36 @@ old_info(struct cluster *cl, uint32_t part, bool failed, const char *data, size_
 }
 
 static void
+ask_mark(struct cluster *cl, uint32_t part)
+{
+	cl->parts[part].marking = true;
+	ask_info(cl, API_MARK, part, cl->parts[part].name);
+}
+
+static void
+mark_answer(struct cluster *cl, uint32_t part, bool failed, int64_t code, const char *data,
+    size_t len)
+{
+	struct cpart *cp = &cl->parts[part];
+	int64_t last = 0;
+	if (failed && code != 10059) {
+		ask_mark(cl, part); /* not known yet (a leader being elected): pulls still wait */
+		return;
+	}
+	/* No such stream (new servers): nothing was stored, and sequences
+	 * start again. */
+	if (!failed && !cluster_json_int(data, len, "last_seq", &last))
+		last = 0;
+	cp->mark = (uint64_t)(last > 0 ? last : 0);
+	cp->marking = false;
+	log_info("cluster: after the outage, what %s held (up to sequence %" PRIu64 ") is "
+	    "delivered as redelivered", cp->name, cp->mark);
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+		if (q->part == part)
+			refill(cl, q);
+}
+
+static void
 api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 {
 	struct api *a;
@@ -553,6 +610,18 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	case API_OLD_INFO:
 		old_info(cl, a->qid, failed, data, len);
 		break;
+	case API_MARK:
+		mark_answer(cl, a->qid, failed, code, data, len);
+		break;
+	case API_FLOOR:
+	case API_PURGE: {
+		struct cq *q = cq_of(cl, a->qid);
+		if (q != NULL && a->kind == API_FLOOR)
+			swept_floor(cl, q, failed, data, len);
+		else if (q != NULL)
+			swept(cl, q, failed, data, len);
+		break;
+	}
 	case API_TOPIC_STREAM:
 		if (failed && !exists) {
 			log_error("cluster: JetStream refused stream %s: %.*s (%" PRId64 "); "
@@ -589,7 +658,8 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	}
 	}
 	/* A stream made: the consumers that waited for it. */
-	if (a->kind != API_CONSUMER && a->kind != API_DELETE)
+	if (a->kind != API_CONSUMER && a->kind != API_DELETE && a->kind != API_FLOOR &&
+	    a->kind != API_PURGE)
 		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
 			if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
 				create_consumer(cl, q);
@@ -742,7 +812,7 @@ send_queue(struct cluster *cl, const char *subject, const char *payload, size_t 
 static void
 refill(struct cluster *cl, struct cq *q)
 {
-	if (!q->consumer_ready || q->pulling || !cl->connected)
+	if (!q->consumer_ready || q->pulling || !cl->connected || cl->parts[q->part].marking)
 		return;
 	size_t held = dest_depth(q->dest) + dest_unacked(q->dest);
 	if (held >= q->window || q->window - held < q->window / 2 + 1)
@@ -793,6 +863,64 @@ hook_give_back(void *arg, struct dest *d, struct msg *m)
 	msg_unref(m);
 }
 
+/* A pull that ended found the queue caught up: time to sweep (at most
+ * once a second). */
+static void
+sweep(struct cluster *cl, struct cq *q)
+{
+	uint64_t now = now_ms(cl);
+	if (!q->sweep || q->sweeping || !q->consumer_ready || now - q->swept_ms < 1000)
+		return;
+	char subject[SUBJECT_MAX + 64];
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.INFO.%s.%s", q->stream, q->consumer);
+	if (api_request(cl, API_FLOOR, q->qid, subject, "") == 0) {
+		q->sweeping = true;
+		q->swept_ms = now;
+	}
+}
+
+static void
+swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
+{
+	int64_t floor = 0, delivered = 0, unacked = -1, undelivered = -1;
+	q->sweeping = false;
+	if (failed || !cluster_json_member_int(data, len, "ack_floor", "stream_seq", &floor) ||
+	    !cluster_json_member_int(data, len, "delivered", "stream_seq", &delivered) ||
+	    !cluster_json_int(data, len, "num_ack_pending", &unacked) ||
+	    !cluster_json_int(data, len, "num_pending", &undelivered))
+		return;
+	/* Caught up, and nothing unacknowledged: everything up to the last
+	 * delivery was acknowledged (after a restart the floor itself can lag
+	 * behind it: seen on 2.9.10), and this sweep is the last. */
+	if (unacked == 0 && undelivered == 0) {
+		q->sweep = false;
+		floor = delivered;
+	}
+	if (floor <= 0)
+		return;
+	/* Every message of this subject up to there was acknowledged, and on a
+	 * work queue only this consumer takes this subject. */
+	char subject[SUBJECT_MAX + 64], json[SUBJECT_MAX + 64];
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.PURGE.%s", q->stream);
+	snprintf(json, sizeof(json), "{\"filter\":\"%s\",\"seq\":%" PRId64 "}", q->subject,
+	    floor + 1);
+	if (api_request(cl, API_PURGE, q->qid, subject, json) == 0)
+		q->sweeping = true;
+}
+
+static void
+swept(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
+{
+	int64_t purged = 0;
+	q->sweeping = false;
+	if (failed || !cluster_json_int(data, len, "purged", &purged) || purged <= 0)
+		return;
+	cl->swept += (uint64_t)purged;
+	log_warn("cluster: JetStream still held %" PRId64 " acknowledged message%s of %s (below "
+	    "its consumer's ack floor, after a NATS outage): removed", purged, purged == 1 ? "" :
+	    "s", dest_name(q->dest));
+}
+
 static void
 nak_one(struct msg *m, void *arg)
 {
@@ -812,6 +940,7 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		if (q != NULL) {
 			q->pulling = false;
 			q->pull_left = 0;
+			sweep(cl, q);
 			refill(cl, q);
 		}
 		return;
@@ -839,9 +968,13 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		natsConnection_Publish(cl->nc, reply, bad ? "+TERM" : "-NAK", bad ? 5 : 4);
 		return;
 	}
-	uint64_t delivered = 1;
+	uint64_t delivered = 1, sseq = 0;
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
+	if (cluster_ack_stream_seq(reply, &sseq) && sseq <= cl->parts[q->part].mark)
+		m->redelivered = true;
+	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", delivered %" PRIu64,
+	    q->consumer, sseq, delivered);
 	/* expiration:0 went through JetStream, where nobody could take it as
 	 * it came: it has expired, whatever this node's clock says of its send
 	 * time (a topic's goes to every node at once). */
@@ -849,7 +982,6 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		m->now_or_never = false;
 		m->expires_ms = 1;
 	}
-	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
 	m->kept = strdup(reply);
 	if (m->kept == NULL) {
 		msg_unref(m);
@@ -997,6 +1129,7 @@ connected(struct cluster *cl)
 	char url[256] = "";
 	natsConnection_GetConnectedUrl(cl->nc, url, sizeof(url));
 	log_info("cluster: node %s connected to NATS at %s", cl->node, url);
+	bool reconnect = cl->ever_connected;
 	cl->connected = true;
 	cl->ever_connected = true;
 	atomic_store(&cl->reconnects, 0);
@@ -1012,12 +1145,22 @@ connected(struct cluster *cl)
 	}
 	/* Pull requests out before a disconnect are gone with it. */
 	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		q->sweeping = false;
 		q->pulling = false;
 		q->pull_left = 0;
 		q->consumer_ready = false;
 		q->creating = false;
 	}
 	forget_requests(cl);
+	/* After an outage: where each stream was, before any pull. */
+	if (reconnect) {
+		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+			q->sweep = !q->durable;
+		for (uint32_t p = 0; p < cl->nparts; p++)
+			ask_mark(cl, p);
+		if (cl->ndurable > 0)
+			ask_mark(cl, cl->nparts);
+	}
 	/* A stream once made stays (asked for again all the same, in case the
 	 * NATS servers are new): SENDs need not wait for the answer.  A
 	 * refusal is looked at again, and said again, on each connection. */
@@ -1063,6 +1206,13 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 		if (now - a->sent_ms < API_TIMEOUT_MS)
 			continue;
 		HASH_DEL(cl->apis, a);
+		if (a->kind == API_MARK)
+			ask_mark(cl, a->qid);
+		if (a->kind == API_FLOOR || a->kind == API_PURGE) {
+			struct cq *sq = cq_of(cl, a->qid);
+			if (sq != NULL)
+				sq->sweeping = false;
+		}
 		struct cq *q = a->kind == API_CONSUMER ? cq_of(cl, a->qid) : NULL;
 		if (q != NULL) {
 			log_info("cluster: no answer from JetStream for consumer %s; asking again",
@@ -1236,7 +1386,7 @@ pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable, 
 			return -2;
 		}
 		q->durable = durable;
-		q->part = part;
+		q->part = durable ? cl->nparts : part;
 		q->stream = durable ? CLUSTER_TOPIC_STREAM : cl->parts[part].name;
 		q->qid = ++cl->next_qid;
 		q->dest = d;
@@ -1590,7 +1740,7 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 	env->pool->drop_kept = drop_ack;
 	cl->next_pub = 1;
 	cl->nparts = cfg->cluster_queue_streams ? cfg->cluster_queue_streams : 1;
-	cl->parts = calloc(cl->nparts, sizeof(*cl->parts));
+	cl->parts = calloc(cl->nparts + 1, sizeof(*cl->parts));
 	if (cl->parts == NULL) {
 		snprintf(err, errlen, "out of memory");
 		free(cl);
@@ -1599,6 +1749,7 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 	for (uint32_t p = 0; p < cl->nparts; p++)
 		snprintf(cl->parts[p].name, sizeof(cl->parts[p].name), CLUSTER_QUEUE_STREAM_PREFIX
 		    "%" PRIu32, p);
+	snprintf(cl->parts[cl->nparts].name, sizeof(cl->parts[0].name), "%s", CLUSTER_TOPIC_STREAM);
 	if (cfg->node_name[0]) {
 		snprintf(cl->node, sizeof(cl->node), "%s", cfg->node_name);
 	} else {

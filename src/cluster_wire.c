@@ -303,6 +303,17 @@ cluster_json_int(const char *json, size_t len, const char *key, int64_t *value)
 }
 
 bool
+cluster_json_member_int(const char *json, size_t len, const char *object, const char *key,
+    int64_t *value)
+{
+	const char *v = json_value(json, len, object), *end = json + len;
+	if (v == NULL || *v != '{')
+		return false;
+	const char *close = memchr(v, '}', (size_t)(end - v));
+	return close != NULL && cluster_json_int(v, (size_t)(close - v + 1), key, value);
+}
+
+bool
 cluster_json_error(const char *json, size_t len, int64_t *err_code, const char **desc,
     size_t *desc_len)
 {

@@ -77,6 +77,11 @@ bool cluster_json_string(const char *json, size_t len, const char *key, const ch
     size_t *vlen);
 /* The first "key": integer; false if none. */
 bool cluster_json_int(const char *json, size_t len, const char *key, int64_t *value);
+/* The integer "key" inside the first "object": {...} (a flat one, such as
+ * CONSUMER.INFO's "ack_floor":{"consumer_seq":N,"stream_seq":N}); false if
+ * none. */
+bool cluster_json_member_int(const char *json, size_t len, const char *object, const char *key,
+    int64_t *value);
 /* An "error" object's code and description: true if json holds one. */
 bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const char **desc,
     size_t *desc_len);

@@ -307,6 +307,38 @@ test_queue_partitions(void **state)
 	assert_false(cluster_queue_streams_of("something else", 14, &parts));
 }
 
+/* CONSUMER.INFO as nats-server 2.9.10 answers it (captured once). */
+static void
+test_json_member(void **state)
+{
+	(void)state;
+	static const char info[] =
+	    "{\"type\":\"io.nats.jetstream.api.v1.consumer_info_response\",\"stream_name\":\"EFT_"
+	    "Q_0\",\"name\":\"q_a\",\"created\":\"2026-11-26T13:19:51.651341445Z\",\"config\":{\""
+	    "durable_name\":\"q_a\",\"deliver_policy\":\"all\",\"ack_policy\":\"explicit\",\"ack_"
+	    "wait\":3000000000,\"max_deliver\":-1,\"filter_subject\":\"eft.q.0.a\",\"replay_polic"
+	    "y\":\"instant\",\"max_waiting\":512,\"max_ack_pending\":-1,\"num_replicas\":0},\"del"
+	    "ivered\":{\"consumer_seq\":2,\"stream_seq\":2,\"last_active\":\"2026-11-26T13:19:51."
+	    "653111073Z\"},\"ack_floor\":{\"consumer_seq\":1,\"stream_seq\":1,\"last_active\":\"2"
+	    "026-11-26T13:19:51.653304322Z\"},\"num_ack_pending\":1,\"num_redelivered\":0,\"num_w"
+	    "aiting\":0,\"num_pending\":1}";
+	int64_t v = 0;
+	assert_true(cluster_json_member_int(info, strlen(info), "ack_floor", "stream_seq", &v));
+	assert_int_equal(v, 1);
+	assert_true(cluster_json_member_int(info, strlen(info), "delivered", "stream_seq", &v));
+	assert_int_equal(v, 2);
+	assert_true(cluster_json_int(info, strlen(info), "num_ack_pending", &v));
+	assert_int_equal(v, 1);
+	/* no such object, not an object, or the key outside it */
+	assert_false(cluster_json_member_int(info, strlen(info), "nope", "stream_seq", &v));
+	assert_false(cluster_json_member_int(info, strlen(info), "name", "stream_seq", &v));
+	static const char outside[] = "{\"ack_floor\":{\"consumer_seq\":1},\"stream_seq\":5}";
+	assert_false(cluster_json_member_int(outside, strlen(outside), "ack_floor", "stream_seq",
+	    &v));
+	static const char cut[] = "{\"ack_floor\":{\"stream_seq\":5";
+	assert_false(cluster_json_member_int(cut, strlen(cut), "ack_floor", "stream_seq", &v));
+}
+
 int
 main(void)
 {
@@ -318,6 +350,7 @@ main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_ack_subjects),
 		cmocka_unit_test(test_queue_partitions),
+		cmocka_unit_test(test_json_member),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
