@@ -100,6 +100,13 @@ static uint64_t q_unacked(const struct dest *d) { return dest_unacked(d); }
 static uint64_t q_consumers(const struct dest *d) { return dest_subscribers(d); }
 static uint64_t d_published(const struct dest *d) { return dest_published(d); }
 
+static bool
+name_before(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	return c < 0 || (c == 0 && alen < blen);
+}
+
 /* What waits for each queue in the cluster's JetStream, as last counted:
  * the queues here (not temp-queues) and those with messages there only.
  * Nothing without a cluster; HELP and TYPE alone while not counted. */
@@ -117,16 +124,21 @@ in_cluster(struct broker *b, struct sbuf *out, struct dest **ds, size_t n)
 	}
 	family(out, name, "gauge", "Messages stored in JetStream for the queue, cluster-wide "
 	    "(those handed out and not yet acknowledged included), as last counted.");
+	/* in name order, those here and those elsewhere merged */
+	size_t w = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct dest *d = ds[i];
 		if (dest_kind(d) != DEST_QUEUE || dest_temp(d) != NULL)
 			continue;
+		for (; w < nw && name_before(ws[w].name, ws[w].len, dest_name(d), dest_name_len(d));
+		    w++)
+			sample_label(out, name, "queue", ws[w].name, ws[w].len, ws[w].count);
 		int64_t v = backend_waiting(b->backend, dest_name(d), dest_name_len(d));
 		if (v >= 0)
 			sample_label(out, name, "queue", dest_name(d), dest_name_len(d), (uint64_t)v);
 	}
-	for (size_t i = 0; i < nw; i++)
-		sample_label(out, name, "queue", ws[i].name, ws[i].len, ws[i].count);
+	for (; w < nw; w++)
+		sample_label(out, name, "queue", ws[w].name, ws[w].len, ws[w].count);
 	free(ws);
 	int64_t age = backend_waiting_age_ms(b->backend);
 	family(out, "eft_cluster_stats_age_seconds", "gauge", "How old the count of what waits in "
