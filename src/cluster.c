@@ -135,6 +135,7 @@ struct cpart {
 	uint64_t stats_asked_ms;   /* when its last page was asked for */
 	uint64_t stats_offset;     /* entries read so far of the poll under way */
 	bool stats_out;            /* a page was asked for and has not come */
+	bool stats_failing;        /* its last answer could not be used (said once) */
 };
 
 struct cluster {
@@ -1667,11 +1668,15 @@ stats_answer(struct cluster *cl, uint32_t part, bool failed, const char *data, s
 	struct stats_page sp = { cl, part, false };
 	long entries = failed ? -1 : cluster_json_subjects(data, len, stats_entry, &sp);
 	if (entries < 0 || sp.failed) {
-		log_warn("cluster: JetStream's count of what waits in %s could not be read%s; asked "
-		    "again in cluster-stats-ms", cp->name, sp.failed ? " (out of memory)" : "");
+		if (!cp->stats_failing)
+			log_warn("cluster: JetStream's count of what waits in %s could not be read%s; "
+			    "asking again every cluster-stats-ms", cp->name,
+			    sp.failed ? " (out of memory)" : "");
+		cp->stats_failing = true;
 		cwaits_free(&cp->building);
 		return;
 	}
+	cp->stats_failing = false;
 	int64_t total = 0;
 	cluster_json_int(data, len, "total", &total);
 	cp->stats_offset += (uint64_t)entries;
