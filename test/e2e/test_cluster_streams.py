@@ -229,3 +229,9 @@ class WaitingTest(ClusterBase):
         d = self.client(off)
         subscribe(d, "/queue/other", sid="1")
         self.assertIsNone(self.waiting(off, "/queue/other"))
+        # NATS gone: not known any more.
+        self.nats[0].kill()
+        wait_for(lambda: get_json(b.ports[1], "/api/overview")["cluster_waiting_age_ms"] is None,
+                 10, "b to see NATS gone")
+        self.assertIsNone(self.waiting(b))
+        self.assertIsNone(self.in_cluster(b))
