@@ -263,6 +263,13 @@ api_overview(struct broker *b, struct table *t)
 		table_u64(t, "journal_bytes", bs.disk_bytes);
 	else
 		table_cstr(t, "journal_bytes", NULL);
+	/* How old the cluster's count of what waits is (null: not clustered,
+	 * or not counted yet). */
+	int64_t age = backend_waiting_age_ms(b->backend);
+	if (age < 0)
+		table_cstr(t, "cluster_waiting_age_ms", NULL);
+	else
+		table_u64(t, "cluster_waiting_age_ms", (uint64_t)age);
 	const struct config *cfg = b->cfg;
 	if (t->fmt == ADMIN_TSV) {
 		for (size_t i = 0; i < cfg->nlisten; i++) {
@@ -287,11 +294,44 @@ api_overview(struct broker *b, struct table *t)
 	sbuf_addc(t->out, ']');
 }
 
+/* What waits for a queue in the cluster's JetStream (null when unknown). */
+static void
+table_waiting(struct table *t, int64_t waiting)
+{
+	if (waiting < 0)
+		table_cstr(t, "cluster_waiting", NULL);
+	else
+		table_u64(t, "cluster_waiting", (uint64_t)waiting);
+}
+
+/* A queue that waits in the cluster with no destination here. */
+static void
+waiting_row(struct table *t, const struct waiting_queue *w)
+{
+	table_row(t);
+	table_str(t, "name", w->name, w->len);
+	table_cstr(t, "type", "queue");
+	table_u64(t, "depth", 0);
+	table_u64(t, "bytes", 0);
+	table_u64(t, "unacked", 0);
+	table_u64(t, "consumers", 0);
+	table_u64(t, "published", 0);
+	table_waiting(t, (int64_t)w->count);
+	table_row_end(t);
+}
+
+static bool
+name_before(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	return c < 0 || (c == 0 && alen < blen);
+}
+
 static void
 api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct sbuf *out)
 {
 	static const char *const qcols[] = { "name", "type", "depth", "bytes", "unacked",
-		"consumers", "published" };
+		"consumers", "published", "cluster_waiting" };
 	static const char *const tcols[] = { "name", "subscribers", "durable_subscriptions",
 		"published" };
 	struct table t;
@@ -299,9 +339,13 @@ api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct s
 		table_begin(&t, out, fmt, qcols, sizeof(qcols) / sizeof(qcols[0]));
 	else
 		table_begin(&t, out, fmt, tcols, sizeof(tcols) / sizeof(tcols[0]));
-	size_t n;
+	size_t n, nw = 0, w = 0;
 	struct dest **ds = dests_sorted(&b->dests, &n);
-	if (ds == NULL) {
+	/* Queues with messages in the cluster and none here are rows too. */
+	struct waiting_queue *ws = kind == DEST_QUEUE ? broker_waiting_elsewhere(b, &nw) : NULL;
+	if (ds == NULL || (kind == DEST_QUEUE && ws == NULL)) {
+		free(ds);
+		free(ws);
 		out->failed = true;
 		return;
 	}
@@ -309,6 +353,8 @@ api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct s
 		const struct dest *d = ds[i];
 		if (dest_kind(d) != kind)
 			continue;
+		for (; w < nw && name_before(ws[w].name, ws[w].len, dest_name(d), dest_name_len(d)); w++)
+			waiting_row(&t, &ws[w]);
 		table_row(&t);
 		table_str(&t, "name", dest_name(d), dest_name_len(d));
 		if (kind == DEST_QUEUE) {
@@ -331,9 +377,14 @@ api_dests(struct broker *b, enum admin_format fmt, enum dest_kind kind, struct s
 			table_u64(&t, "durable_subscriptions", durables);
 		}
 		table_u64(&t, "published", dest_published(d));
+		if (kind == DEST_QUEUE)
+			table_waiting(&t, backend_waiting(b->backend, dest_name(d), dest_name_len(d)));
 		table_row_end(&t);
 	}
+	for (; w < nw; w++)
+		waiting_row(&t, &ws[w]);
 	free(ds);
+	free(ws);
 	table_end(&t);
 }
 

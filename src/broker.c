@@ -53,6 +53,56 @@ broker_backend_stats(const struct broker *b, struct backend_stats *out)
 	return true;
 }
 
+struct waiting_list {
+	struct broker *b;
+	struct waiting_queue *all;
+	size_t n, cap;
+	bool failed;
+};
+
+static void
+waiting_add(const char *name, size_t len, uint64_t count, void *arg)
+{
+	struct waiting_list *wl = arg;
+	const struct dest *d = dests_find(&wl->b->dests, name, len);
+	if (wl->failed || (d != NULL && dest_kind(d) == DEST_QUEUE))
+		return;
+	if (wl->n == wl->cap) {
+		size_t cap = wl->cap ? 2 * wl->cap : 16;
+		struct waiting_queue *all = realloc(wl->all, cap * sizeof(*all));
+		if (all == NULL) {
+			wl->failed = true;
+			return;
+		}
+		wl->all = all;
+		wl->cap = cap;
+	}
+	wl->all[wl->n++] = (struct waiting_queue){ name, len, count };
+}
+
+static int
+waiting_cmp_name(const void *a, const void *b)
+{
+	const struct waiting_queue *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->name, y->name, n);
+	return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+struct waiting_queue *
+broker_waiting_elsewhere(struct broker *b, size_t *n)
+{
+	struct waiting_list wl = { .b = b };
+	backend_each_waiting(b->backend, waiting_add, &wl);
+	if (wl.failed || (wl.all == NULL && (wl.all = malloc(sizeof(*wl.all))) == NULL)) {
+		free(wl.all);
+		return NULL;
+	}
+	qsort(wl.all, wl.n, sizeof(*wl.all), waiting_cmp_name);
+	*n = wl.n;
+	return wl.all;
+}
+
 /* ---- what the backend tells the core ---- */
 
 static void

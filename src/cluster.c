@@ -116,7 +116,8 @@ enum api_kind {
 	API_CONSUMER,
 	API_DELETE,
 	API_FLOOR,         /* a queue's consumer: its ack floor, for the sweep */
-	API_PURGE          /* ... what the stream kept below it */
+	API_PURGE,         /* ... what the stream kept below it */
+	API_STATS          /* what waits in partition qid (cluster-stats-ms) */
 };
 struct api {
 	UT_hash_handle hh;         /* in cl->apis, by id */
@@ -124,6 +125,14 @@ struct api {
 	uint64_t sent_ms;
 	enum api_kind kind;
 	uint32_t qid;              /* a cq's, or a partition */
+};
+
+/* A queue and how many messages wait for it in JetStream. */
+struct cwait {
+	UT_hash_handle hh;         /* by name */
+	uint64_t count;
+	size_t len;
+	char name[];               /* /queue/NAME */
 };
 
 /* One of the queue streams (or, for its mark only, the durable
@@ -140,6 +149,15 @@ struct cpart {
 	 * while the mark is asked for. */
 	uint64_t mark;
 	bool marking;
+	/* What waits in it (cluster-stats-ms): the last whole answer, and the
+	 * one being read, page by page, until it is whole. */
+	struct cwait *waiting, *building;
+	uint64_t stats_ms;         /* when waiting was made whole; 0: not on this connection */
+	uint64_t stats_started_ms; /* when the poll under way (or the last) began */
+	uint64_t stats_asked_ms;   /* when its last page was asked for */
+	uint64_t stats_offset;     /* entries read so far of the poll under way */
+	bool stats_out;            /* a page was asked for and has not come */
+	bool stats_failing;        /* its last answer could not be used (said once) */
 };
 
 struct cluster {
@@ -541,6 +559,9 @@ old_info(struct cluster *cl, uint32_t part, bool failed, const char *data, size_
 	    "queue stream\")", msgs, consumers);
 }
 
+static void stats_answer(struct cluster *cl, uint32_t part, bool failed, const char *data,
+    size_t len);
+
 static void
 ask_mark(struct cluster *cl, uint32_t part)
 {
@@ -641,6 +662,9 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 			log_warn("cluster: a durable subscription's consumer was not deleted: %.*s",
 			    (int)dlen, desc);
 		break;
+	case API_STATS:
+		stats_answer(cl, a->qid, failed, data, len);
+		break;
 	case API_CONSUMER: {
 		struct cq *q = cq_of(cl, a->qid);
 		if (q == NULL)
@@ -658,8 +682,8 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	}
 	}
 	/* A stream made: the consumers that waited for it. */
-	if (a->kind != API_CONSUMER && a->kind != API_DELETE && a->kind != API_FLOOR &&
-	    a->kind != API_PURGE)
+	if (a->kind == API_STREAM || a->kind == API_PART_INFO || a->kind == API_OLD_INFO ||
+	    a->kind == API_TOPIC_STREAM)
 		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
 			if (!q->consumer_ready && !q->creating && stream_ready(cl, q))
 				create_consumer(cl, q);
@@ -1123,6 +1147,8 @@ subscribe_sync(struct cluster *cl, natsSubscription **sub, const char *subject)
 	return 0;
 }
 
+static void waiting_reset(struct cluster *cl);
+
 static void
 connected(struct cluster *cl)
 {
@@ -1152,6 +1178,7 @@ connected(struct cluster *cl)
 		q->creating = false;
 	}
 	forget_requests(cl);
+	waiting_reset(cl);
 	/* After an outage: where each stream was, before any pull. */
 	if (reconnect) {
 		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
@@ -1263,6 +1290,8 @@ keep_held(struct cluster *cl)
 	cl->events->each_unacked(cl->events->arg, in_progress_cb, cl);
 }
 
+static void poll_waiting(struct cluster *cl, uint64_t now);
+
 static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1296,6 +1325,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 			create_consumer(cl, q);
 		refill(cl, q);
 	}
+	poll_waiting(cl, now);
 }
 
 /* ---- subscribers here ---- */
@@ -1671,6 +1701,190 @@ op_temp_name(const void *impl, char *out, size_t cap, const char *random)
 	return cluster_temp_name(impl, out, cap, random);
 }
 
+/* ---- what waits in JetStream, per queue ----
+ *
+ * Every cluster-stats-ms, one STREAM.INFO per queue partition with
+ * subjects_filter: JetStream answers with the count of every subject that
+ * holds messages.  Those are the messages stored for the queue, so they
+ * include what some node holds unacknowledged.  One answer replaces the
+ * partition's table (a queue that emptied leaves it); JetStream pages at
+ * 100,000 subjects, and the next page is asked for until the whole is read. */
+
+static void
+cwaits_free(struct cwait **head)
+{
+	struct cwait *w, *tmp;
+	HASH_ITER(hh, *head, w, tmp) {
+		HASH_DEL(*head, w);
+		free(w);
+	}
+}
+
+/* Nothing is known on a new connection (or after the last). */
+static void
+waiting_reset(struct cluster *cl)
+{
+	for (uint32_t p = 0; p < cl->nparts; p++) {
+		struct cpart *cp = &cl->parts[p];
+		cwaits_free(&cp->waiting);
+		cwaits_free(&cp->building);
+		cp->stats_ms = cp->stats_started_ms = cp->stats_asked_ms = 0;
+		cp->stats_offset = 0;
+		cp->stats_out = false;
+	}
+}
+
+static void
+ask_stats(struct cluster *cl, uint32_t part, uint64_t now)
+{
+	struct cpart *cp = &cl->parts[part];
+	char subject[96], json[128];
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", cp->name);
+	snprintf(json, sizeof(json), "{\"subjects_filter\":\"eft.q.%" PRIu32 ".>\",\"offset\":%"
+	    PRIu64 "}", part, cp->stats_offset);
+	if (api_request(cl, API_STATS, part, subject, json) != 0)
+		return;
+	cp->stats_out = true;
+	cp->stats_asked_ms = now;
+}
+
+static void
+poll_waiting(struct cluster *cl, uint64_t now)
+{
+	uint64_t every = cl->cfg->cluster_stats_ms;
+	if (every == 0 || !queues_ready(cl))
+		return;
+	for (uint32_t p = 0; p < cl->nparts; p++) {
+		struct cpart *cp = &cl->parts[p];
+		if (cp->stats_out && now - cp->stats_asked_ms < API_TIMEOUT_MS)
+			continue;
+		if (!cp->stats_out && cp->stats_started_ms != 0 && now - cp->stats_started_ms < every)
+			continue;
+		/* due, or its answer was lost: a new poll from the start */
+		cwaits_free(&cp->building);
+		cp->stats_offset = 0;
+		cp->stats_started_ms = now;
+		ask_stats(cl, p, now);
+	}
+}
+
+struct stats_page {
+	struct cluster *cl;
+	uint32_t part;
+	bool failed;
+};
+
+/* One "eft.q.P.TOKEN": count entry into the partition's table being read. */
+static void
+stats_entry(const char *subject, size_t len, uint64_t count, void *arg)
+{
+	struct stats_page *sp = arg;
+	struct cpart *cp = &sp->cl->parts[sp->part];
+	char prefix[32];
+	int plen = snprintf(prefix, sizeof(prefix), "eft.q.%" PRIu32 ".", sp->part);
+	if (sp->failed || len <= (size_t)plen || memcmp(subject, prefix, (size_t)plen) != 0)
+		return;
+	size_t tlen = len - (size_t)plen;
+	struct cwait *w = malloc(sizeof(*w) + 7 + tlen + 1);
+	if (w == NULL) {
+		sp->failed = true;
+		return;
+	}
+	memcpy(w->name, "/queue/", 7);
+	memcpy(w->name + 7, subject + plen, tlen);
+	long n = cluster_unescape(w->name + 7, tlen);
+	if (n < 0) {
+		free(w);  /* not one of eft's names */
+		return;
+	}
+	w->len = 7 + (size_t)n;
+	w->name[w->len] = '\0';
+	w->count = count;
+	struct cwait *had;
+	HASH_FIND(hh, cp->building, w->name, w->len, had);
+	if (had != NULL) {
+		had->count += count;
+		free(w);
+		return;
+	}
+	HASH_ADD_KEYPTR(hh, cp->building, w->name, w->len, w);
+}
+
+static void
+stats_answer(struct cluster *cl, uint32_t part, bool failed, const char *data, size_t len)
+{
+	struct cpart *cp = &cl->parts[part];
+	cp->stats_out = false;
+	struct stats_page sp = { cl, part, false };
+	long entries = failed ? -1 : cluster_json_subjects(data, len, stats_entry, &sp);
+	if (entries < 0 || sp.failed) {
+		if (!cp->stats_failing)
+			log_warn("cluster: JetStream's count of what waits in %s could not be read%s; "
+			    "asking again every cluster-stats-ms", cp->name,
+			    sp.failed ? " (out of memory)" : "");
+		cp->stats_failing = true;
+		cwaits_free(&cp->building);
+		return;
+	}
+	cp->stats_failing = false;
+	int64_t total = 0;
+	cluster_json_int(data, len, "total", &total);
+	cp->stats_offset += (uint64_t)entries;
+	if (entries > 0 && total > 0 && cp->stats_offset < (uint64_t)total) {
+		ask_stats(cl, part, now_ms(cl));  /* the next page */
+		return;
+	}
+	cwaits_free(&cp->waiting);
+	cp->waiting = cp->building;
+	cp->building = NULL;
+	cp->stats_ms = now_ms(cl);
+	cp->stats_offset = 0;
+}
+
+/* How old the oldest partition's count is; -1 while one is unknown. */
+static int64_t
+op_waiting_age_ms(const void *impl)
+{
+	const struct cluster *cl = impl;
+	if (cl->cfg->cluster_stats_ms == 0 || !cl->connected || !queues_ready(cl))
+		return -1;
+	uint64_t oldest = UINT64_MAX;
+	for (uint32_t p = 0; p < cl->nparts; p++) {
+		if (cl->parts[p].stats_ms == 0)
+			return -1;
+		if (cl->parts[p].stats_ms < oldest)
+			oldest = cl->parts[p].stats_ms;
+	}
+	uint64_t now = now_ms(cl);
+	return now > oldest ? (int64_t)(now - oldest) : 0;
+}
+
+static int64_t
+op_waiting(const void *impl, const char *name, size_t len)
+{
+	const struct cluster *cl = impl;
+	if (len <= 7 || memcmp(name, "/queue/", 7) != 0 || op_waiting_age_ms(impl) < 0)
+		return -1;
+	size_t plen;
+	const char *qname = queue_part(name, len, &plen);
+	const struct cpart *cp = &cl->parts[cluster_queue_partition(qname, plen, cl->nparts)];
+	struct cwait *w;
+	HASH_FIND(hh, cp->waiting, name, len, w);
+	return w != NULL ? (int64_t)w->count : 0;
+}
+
+static void
+op_each_waiting(const void *impl, void (*fn)(const char *name, size_t len, uint64_t count,
+    void *arg), void *arg)
+{
+	const struct cluster *cl = impl;
+	if (op_waiting_age_ms(impl) < 0)
+		return;
+	for (uint32_t p = 0; p < cl->nparts; p++)
+		for (const struct cwait *w = cl->parts[p].waiting; w != NULL; w = w->hh.next)
+			fn(w->name, w->len, w->count, arg);
+}
+
 const struct backend_ops cluster_backend_ops = {
 	.name = "cluster",
 	.carries = op_carries,
@@ -1687,6 +1901,9 @@ const struct backend_ops cluster_backend_ops = {
 	.promised = op_promised,
 	.pressure = op_pressure,
 	.error = op_error,
+	.waiting = op_waiting,
+	.each_waiting = op_each_waiting,
+	.waiting_age_ms = op_waiting_age_ms,
 };
 
 /* A message freed with its ack subject (never settled here: eftd stopping):
@@ -1884,6 +2101,7 @@ cluster_stop(struct cluster *cl)
 			natsMsg_Destroy(pub_at(cl, i)->msg);
 	free(cl->pubs);
 	forget_requests(cl);
+	waiting_reset(cl);
 	free(cl->parts);
 	natsOptions_Destroy(cl->opts);
 	/* libnats's threads (one may be about to call wake) are gone after this. */

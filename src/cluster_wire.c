@@ -331,6 +331,66 @@ cluster_json_error(const char *json, size_t len, int64_t *err_code, const char *
 	return true;
 }
 
+static const char *
+json_blanks(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+long
+cluster_json_subjects(const char *json, size_t len,
+    void (*fn)(const char *subject, size_t len, uint64_t count, void *arg), void *arg)
+{
+	const char *end = json + len, *p = json_value(json, len, "state");
+	if (p == NULL || *p != '{')
+		return -1;
+	/* Inside state: the config's "subjects" (an array) comes before it.
+	 * No map (2.9 leaves it out when nothing is stored) is no entries. */
+	p = json_value(p, (size_t)(end - p), "subjects");
+	if (p == NULL || *p != '{')
+		return 0;
+	long n = 0;
+	p = json_blanks(p + 1, end);
+	if (p < end && *p == '}')
+		return 0;
+	while (p < end) {
+		if (*p != '"')
+			return -1;
+		const char *key = ++p;
+		while (p < end && *p != '"')
+			p += *p == '\\' ? 2 : 1;
+		if (p >= end)
+			return -1;
+		size_t klen = (size_t)(p - key);
+		p = json_blanks(p + 1, end);
+		if (p >= end || *p != ':')
+			return -1;
+		p = json_blanks(p + 1, end);
+		if (p >= end || *p < '0' || *p > '9')
+			return -1;
+		uint64_t count = 0;
+		for (; p < end && *p >= '0' && *p <= '9'; p++) {
+			uint64_t digit = (uint64_t)(*p - '0');
+			if (count > (UINT64_MAX - digit) / 10)
+				return -1;
+			count = count * 10 + digit;
+		}
+		fn(key, klen, count, arg);
+		n++;
+		p = json_blanks(p, end);
+		if (p >= end)
+			return -1;
+		if (*p == '}')
+			return n;
+		if (*p != ',')
+			return -1;
+		p = json_blanks(p + 1, end);
+	}
+	return -1;
+}
+
 /* The tokens of an ack subject, and which one is the consumer's:
  * v1: $JS ACK stream consumer delivered sseq cseq time pending (9 tokens);
  * v2: $JS ACK domain hash stream consumer delivered ... (11 or more). */

@@ -100,6 +100,53 @@ static uint64_t q_unacked(const struct dest *d) { return dest_unacked(d); }
 static uint64_t q_consumers(const struct dest *d) { return dest_subscribers(d); }
 static uint64_t d_published(const struct dest *d) { return dest_published(d); }
 
+static bool
+name_before(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	return c < 0 || (c == 0 && alen < blen);
+}
+
+/* What waits for each queue in the cluster's JetStream, as last counted:
+ * the queues here (not temp-queues) and those with messages there only.
+ * Nothing without a cluster; HELP and TYPE alone while not counted. */
+static void
+in_cluster(struct broker *b, struct sbuf *out, struct dest **ds, size_t n)
+{
+	static const char name[] = "eft_queue_messages_in_cluster";
+	if (!backend_counts_waiting(b->backend))
+		return;
+	size_t nw = 0;
+	struct waiting_queue *ws = broker_waiting_elsewhere(b, &nw);
+	if (ws == NULL) {
+		out->failed = true;
+		return;
+	}
+	family(out, name, "gauge", "Messages stored in JetStream for the queue, cluster-wide "
+	    "(those handed out and not yet acknowledged included), as last counted.");
+	/* in name order, those here and those elsewhere merged */
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct dest *d = ds[i];
+		if (dest_kind(d) != DEST_QUEUE || dest_temp(d) != NULL)
+			continue;
+		for (; w < nw && name_before(ws[w].name, ws[w].len, dest_name(d), dest_name_len(d));
+		    w++)
+			sample_label(out, name, "queue", ws[w].name, ws[w].len, ws[w].count);
+		int64_t v = backend_waiting(b->backend, dest_name(d), dest_name_len(d));
+		if (v >= 0)
+			sample_label(out, name, "queue", dest_name(d), dest_name_len(d), (uint64_t)v);
+	}
+	for (; w < nw; w++)
+		sample_label(out, name, "queue", ws[w].name, ws[w].len, ws[w].count);
+	free(ws);
+	int64_t age = backend_waiting_age_ms(b->backend);
+	family(out, "eft_cluster_stats_age_seconds", "gauge", "How old the count of what waits in "
+	    "JetStream is (absent until counted).");
+	if (age >= 0)
+		sbuf_printf(out, "eft_cluster_stats_age_seconds %.3f\n", (double)age / 1e3);
+}
+
 static void
 destinations(struct broker *b, struct sbuf *out)
 {
@@ -131,6 +178,7 @@ destinations(struct broker *b, struct sbuf *out)
 	    "Subscribers of the queue.", q_consumers);
 	dest_family(out, ds, n, DEST_QUEUE, "eft_queue_messages_published_total", "counter",
 	    "Messages published to the queue since it was made.", d_published);
+	in_cluster(b, out, ds, n);
 	dest_family(out, ds, n, DEST_TOPIC, "eft_topic_subscribers", "gauge",
 	    "Subscribers of the topic.", q_consumers);
 	dest_family(out, ds, n, DEST_TOPIC, "eft_topic_messages_published_total", "counter",

@@ -125,6 +125,17 @@ struct backend_ops {
 	/* Why it is failing, for ERROR frames and the log. */
 	const char *(*error)(const void *impl);
 	void (*stats)(const void *impl, struct backend_stats *out);
+	/* What waits in the backend for queue name (/queue/NAME), for the
+	 * whole cluster, as last counted (the cluster: every cluster-stats-ms):
+	 * a count, or -1 if unknown (not counted, not connected, not a queue
+	 * it carries). */
+	int64_t (*waiting)(const void *impl, const char *name, size_t len);
+	/* fn on every queue with messages waiting, as last counted (nothing
+	 * while unknown). */
+	void (*each_waiting)(const void *impl, void (*fn)(const char *name, size_t len,
+	    uint64_t count, void *arg), void *arg);
+	/* How old that count is, in ms; -1 if unknown. */
+	int64_t (*waiting_age_ms)(const void *impl);
 };
 
 /* What a backend may tell the core (registered when it is opened). */
@@ -211,6 +222,35 @@ static inline bool
 backend_carries(const struct backend *be, int kind, const char *name, size_t len)
 {
 	return be != NULL && be->ops->carries != NULL && be->ops->carries(be->impl, kind, name, len);
+}
+
+/* The backend's count of what waits for queue name; -1 without a backend
+ * that counts, or while unknown. */
+static inline int64_t
+backend_waiting(const struct backend *be, const char *name, size_t len)
+{
+	return be != NULL && be->ops->waiting ? be->ops->waiting(be->impl, name, len) : -1;
+}
+
+static inline void
+backend_each_waiting(const struct backend *be, void (*fn)(const char *name, size_t len,
+    uint64_t count, void *arg), void *arg)
+{
+	if (be != NULL && be->ops->each_waiting)
+		be->ops->each_waiting(be->impl, fn, arg);
+}
+
+/* Does the backend count what waits (whether it knows now or not)? */
+static inline bool
+backend_counts_waiting(const struct backend *be)
+{
+	return be != NULL && be->ops->waiting_age_ms != NULL;
+}
+
+static inline int64_t
+backend_waiting_age_ms(const struct backend *be)
+{
+	return backend_counts_waiting(be) ? be->ops->waiting_age_ms(be->impl) : -1;
 }
 
 static inline uint64_t

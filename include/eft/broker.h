@@ -152,6 +152,16 @@ enum backend_pressure broker_pressure(struct broker *b);
 /* The backend's figures into *out; false if it has none (memory only,
  * or a backend without them). */
 bool broker_backend_stats(const struct broker *b, struct backend_stats *out);
+/* A queue that waits in the backend (the cluster) with no destination
+ * here, and how many messages wait for it there. */
+struct waiting_queue {
+	const char *name;     /* /queue/NAME, the backend's: valid until the loop turns */
+	size_t len;
+	uint64_t count;
+};
+/* Those, sorted by name as dests_sorted sorts, in an array to free; *n
+ * of them.  NULL if out of memory. */
+struct waiting_queue *broker_waiting_elsewhere(struct broker *b, size_t *n);
 /* Put the backend in place: the journal or the cluster, opened with
  * b->be_events, through which it tells the core what it kept. */
 void broker_set_backend(struct broker *b, const struct backend_ops *ops, void *impl);

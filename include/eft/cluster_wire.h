@@ -86,6 +86,16 @@ bool cluster_json_member_int(const char *json, size_t len, const char *object, c
 bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const char **desc,
     size_t *desc_len);
 
+/* The "subjects" map in the "state" of a STREAM.INFO answer asked with
+ * subjects_filter (JetStream lists each subject that holds messages, with
+ * its count): fn(subject, len, count, arg) for each entry, the subject as it
+ * stands in the JSON (eft's own subjects need no JSON escapes).  The number
+ * of entries (0 where the answer has no map: no messages), or -1 if the
+ * answer or the map is malformed; fn may have been called for some entries
+ * then, so the caller keeps nothing of it. */
+long cluster_json_subjects(const char *json, size_t len,
+    void (*fn)(const char *subject, size_t len, uint64_t count, void *arg), void *arg);
+
 /* Parse a JetStream ack subject $JS.ACK.<stream>.<consumer>.<delivered>.
  * <stream seq>.<consumer seq>.<time>.<pending> (2.9 also adds a domain and
  * account hash in front: $JS.ACK.<domain>.<hash>.<stream>...): how many

@@ -294,7 +294,7 @@ class Api(Admin):
         self.assertEqual(queues["/queue/backlog"], {
             "name": "/queue/backlog", "type": "queue", "depth": 3,
             "bytes": queues["/queue/backlog"]["bytes"], "unacked": 0, "consumers": 0,
-            "published": 3})
+            "published": 3, "cluster_waiting": None})  # null: not clustered
         self.assertGreater(queues["/queue/backlog"]["bytes"], 0)
         self.assertEqual((queues["/queue/jobs"]["depth"], queues["/queue/jobs"]["unacked"],
                           queues["/queue/jobs"]["consumers"]), (0, 1, 1))
@@ -318,7 +318,8 @@ class Api(Admin):
                                   {"Accept": "text/tab-separated-values"})
         lines = body.decode().splitlines()
         self.assertEqual(lines[0].split("\t"),
-                         ["name", "type", "depth", "bytes", "unacked", "consumers", "published"])
+                         ["name", "type", "depth", "bytes", "unacked", "consumers", "published",
+                          "cluster_waiting"])
         self.assertEqual(lines[1].split("\t")[:3], ["/queue/backlog", "queue", "3"])
         status, _, body = request(self.admin, "GET", "/api/connections",
                                   {"Accept": "text/tab-separated-values"})

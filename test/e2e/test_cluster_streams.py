@@ -15,7 +15,9 @@ import socket
 import threading
 import time
 
-from harness import Broker, RawClient, subscribe, wait_for
+from harness import SLOW, Broker, RawClient, subscribe, wait_for
+from test_admin import get_json, scrape
+from test_admin import request as admin_request
 from natsharness import queue_partition, queue_streams, request, stream_info, stream_messages
 from test_cluster import ACK_WAIT_MS, ClusterBase, node_config, read_bodies, send
 
@@ -294,3 +296,88 @@ class KillUnderLoadTest(ClusterBase):
         port = self.nats[0].port
         wait_for(lambda: stream_messages(port) == 0, 20,
                  "the streams to hold nothing once everything was consumed")
+
+
+def admin_node(case, name, extra):
+    """A node with an admin listener (its port: ports[1]), as case.node makes them."""
+    b = Broker(config=node_config(case.nats, name, extra),
+               listen=[("tcp", "127.0.0.1"), ("http", "127.0.0.1")])
+    case.nodes.append(b)
+    b.start()
+    wait_for(lambda: "queue streams EFT_Q_0.." in b.read_log(), 30,
+             "node %s to see the queue streams" % name)
+    return b
+
+
+def queue_row(b, name):
+    rows = [r for r in get_json(b.ports[1], "/api/queues") if r["name"] == name]
+    return rows[0] if rows else None
+
+
+class WaitingTest(ClusterBase):
+    """What waits in JetStream per queue, on every node: the admin API's
+    cluster_waiting and /metrics' eft_queue_messages_in_cluster, counted
+    every cluster-stats-ms from STREAM.INFO subjects_filter."""
+
+    def waiting(self, b, name="/queue/x"):
+        row = queue_row(b, name)
+        return row["cluster_waiting"] if row else None
+
+    def in_cluster(self, b, name="/queue/x"):
+        return scrape(b.ports[1]).get('eft_queue_messages_in_cluster{queue="%s"}' % name)
+
+    def test_admin_and_metrics_show_what_waits_in_jetstream(self):
+        a = admin_node(self, "a", "cluster-stats-ms = 200\n")
+        b = admin_node(self, "b", "cluster-stats-ms = 200\n")
+        off = admin_node(self, "off", "cluster-stats-ms = 0\n")
+        p = self.client(a)
+        for i in range(99):
+            send(p, "/queue/x", "m%d" % i)
+        send(p, "/queue/x", "m99", rid="sent")
+        p.expect("RECEIPT", 10)
+        # b has no destination /queue/x: the row is there all the same.
+        wait_for(lambda: self.waiting(b) == 100, 10, "b to count 100 waiting")
+        row = queue_row(b, "/queue/x")
+        self.assertEqual((row["type"], row["depth"], row["consumers"]), ("queue", 0, 0), row)
+        wait_for(lambda: self.in_cluster(b) == 100, 10, "b's metric to say 100")
+        wait_for(lambda: self.waiting(a) == 100, 10, "a to count 100 waiting")
+        m = scrape(b.ports[1])
+        self.assertLess(m["eft_cluster_stats_age_seconds"], 5)
+        overview = get_json(b.ports[1], "/api/overview")
+        self.assertIsInstance(overview["cluster_waiting_age_ms"], int)
+        # The TSV table has the column at the end.
+        status, _, body = admin_request(b.ports[1], "GET", "/api/queues",
+                                        {"Accept": "text/tab-separated-values"})
+        self.assertEqual(status, 200, body)
+        lines = body.decode().splitlines()
+        self.assertEqual(lines[0].split("\t")[-1], "cluster_waiting")
+        self.assertIn("/queue/x\tqueue\t0\t0\t0\t0\t0\t100", lines)
+        # 40 consumed (ACKed) on a: both nodes count 60.
+        c = self.client(a)
+        subscribe(c, "/queue/x", sid="1", ack="client-individual")
+        got = 0
+        deadline = time.time() + 10 * SLOW
+        while got < 40 and time.time() < deadline:
+            f = c.read_frame(max(0.05, deadline - time.time()))
+            self.assertEqual(f.command, "MESSAGE", f)
+            got += 1
+            c.send_frame("ACK", [("id", f["ack"])])
+        self.assertEqual(got, 40)
+        # the rest it holds unacknowledged still wait, in the stream
+        wait_for(lambda: self.waiting(b) == 60, 10, "b to count 60 waiting")
+        wait_for(lambda: self.waiting(a) == 60, 10, "a to count 60 waiting")
+        wait_for(lambda: self.in_cluster(a) == 60 and self.in_cluster(b) == 60, 10,
+                 "the metrics to say 60")
+        # cluster-stats-ms = 0: nothing counted, null (and no samples).
+        self.assertIsNone(get_json(off.ports[1], "/api/overview")["cluster_waiting_age_ms"])
+        self.assertIsNone(self.in_cluster(off))
+        self.assertNotIn("eft_cluster_stats_age_seconds", scrape(off.ports[1]))
+        d = self.client(off)
+        subscribe(d, "/queue/other", sid="1")
+        self.assertIsNone(self.waiting(off, "/queue/other"))
+        # NATS gone: not known any more.
+        self.nats[0].kill()
+        wait_for(lambda: get_json(b.ports[1], "/api/overview")["cluster_waiting_age_ms"] is None,
+                 10, "b to see NATS gone")
+        self.assertIsNone(self.waiting(b))
+        self.assertIsNone(self.in_cluster(b))

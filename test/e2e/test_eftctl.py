@@ -163,11 +163,12 @@ class EftctlTest(BrokerTest):
         out = self.ctl("queues")
         header, rows = table(out)
         self.assertEqual(header, ["NAME", "TYPE", "DEPTH", "BYTES", "UNACKED", "CONSUMERS",
-                                  "PUBLISHED"])
+                                  "PUBLISHED", "CLUSTER_WAITING"])
         self.assertEqual([r[0] for r in rows], ["/queue/a", "/queue/b"])
         a, b = rows
-        self.assertEqual(a[:3] + a[4:], ["/queue/a", "queue", "3", "0", "0", "3"])
-        self.assertEqual(b[:3] + b[4:], ["/queue/b", "queue", "2", "1", "1", "3"])
+        # cluster_waiting: "-" (null), this eftd is not clustered
+        self.assertEqual(a[:3] + a[4:], ["/queue/a", "queue", "3", "0", "0", "3", "-"])
+        self.assertEqual(b[:3] + b[4:], ["/queue/b", "queue", "2", "1", "1", "3", "-"])
         # bytes: the memory of the messages waiting, more than their bodies
         self.assertGreater(int(a[3]), 3 * len("/queue/a message 0"))
         self.assertGreater(int(b[3]), 2 * len("/queue/b message 0"))
@@ -178,7 +179,10 @@ class EftctlTest(BrokerTest):
             for line in lines[1:]:
                 self.assertNotEqual(line[end - 1], " ", "%s not right-aligned:\n%s" % (col, out))
                 self.assertTrue(end == len(line) or line[end] == " ", out)
-        self.assertEqual(len({len(l) for l in lines}), 1, "ragged table:\n" + out)
+        # CLUSTER_WAITING, all "-" here, is text: left-aligned, no blanks after
+        cut = lines[0].index("  CLUSTER_WAITING")
+        self.assertEqual(len({len(l[:cut].rstrip()) for l in lines}), 1, "ragged table:\n" + out)
+        self.assertEqual({l[cut:] for l in lines[1:]}, {"  -"}, out)
 
     def test_queues_json(self):
         qs = self.ctl_json("queues")

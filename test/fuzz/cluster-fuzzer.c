@@ -55,9 +55,28 @@ payload(const char *d, size_t n)
 	msg_pool_drain(&pool);
 }
 
+/* Each subject of a "subjects" map lies inside the input. */
+struct span {
+	const char *d;
+	size_t n;
+	long entries;
+};
+
+static void
+subject_in(const char *subject, size_t len, uint64_t count, void *arg)
+{
+	(void)count;
+	struct span *s = arg;
+	CHECK(subject >= s->d && subject + len <= s->d + s->n, "a subject outside the input");
+	s->entries++;
+}
+
 static void
 json(const char *d, size_t n)
 {
+	struct span span = { d, n, 0 };
+	long entries = cluster_json_subjects(d, n, subject_in, &span);
+	CHECK(entries < 0 || entries == span.entries, "a subjects map's count is not its entries");
 	const char *v;
 	size_t vlen;
 	int64_t i;

@@ -117,15 +117,15 @@ test_lists(void **state)
 	CLIENT(fx, SETUP_FRAMES);
 	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_JSON),
 	    "[{\"name\":\"/queue/a\\u0009b\",\"type\":\"queue\",\"depth\":2,\"bytes\":512,"
-	    "\"unacked\":0,\"consumers\":0,\"published\":2},"
+	    "\"unacked\":0,\"consumers\":0,\"published\":2,\"cluster_waiting\":null},"
 	    "{\"name\":\"/queue/busy\",\"type\":\"queue\",\"depth\":0,\"bytes\":0,"
-	    "\"unacked\":1,\"consumers\":1,\"published\":1}]\n");
+	    "\"unacked\":1,\"consumers\":1,\"published\":1,\"cluster_waiting\":null}]\n");
 	assert_int_equal(fx->r.status, 200);
 	assert_string_equal(fx->r.content_type, "application/json");
 	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_TSV),
-	    "name\ttype\tdepth\tbytes\tunacked\tconsumers\tpublished\n"
-	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\n"
-	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\n");
+	    "name\ttype\tdepth\tbytes\tunacked\tconsumers\tpublished\tcluster_waiting\n"
+	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\t-\n"
+	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\t-\n");
 	assert_string_equal(ask(fx, "GET", "/api/topics", ADMIN_JSON), "[]\n");
 	assert_string_equal(ask(fx, "GET", "/api/scheduled", ADMIN_TSV),
 	    "id\tdestination\tdue\tdeliveries_left\tperiod_ms\tcron\tsize\n");
@@ -137,7 +137,8 @@ test_lists(void **state)
 	assert_non_null(strstr(o, "\"messages_queued\":2,\"messages_unacked\":1,"
 	    "\"messages_published\":4,\"messages_delivered\":1,"));
 	assert_non_null(strstr(o, "\"messages_dropped\":1,"));
-	assert_non_null(strstr(o, "\"journal_bytes\":null,\"listeners\":[{\"url\":"
+	assert_non_null(strstr(o, "\"journal_bytes\":null,\"cluster_waiting_age_ms\":null,"
+	    "\"listeners\":[{\"url\":"
 	    "\"tcp://127.0.0.1:5000\",\"connections\":1}]}\n"));
 }
 
@@ -257,12 +258,88 @@ test_metrics(void **state)
 	sbuf_free(&s);
 }
 
+/* A backend that counts what waits elsewhere, as the cluster does: three
+ * queues, one of them also here, and this node's other queue not listed
+ * (so none of it waits). */
+static const struct { const char *name; uint64_t count; } fake_waiting[] = {
+	{ "/queue/zz", 3 }, { "/queue/busy", 7 }, { "/queue/0first", 5 },
+};
+
+static int64_t
+fake_waiting_of(const void *impl, const char *name, size_t len)
+{
+	(void)impl;
+	if (len < 7 || memcmp(name, "/queue/", 7) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(fake_waiting) / sizeof(fake_waiting[0]); i++)
+		if (strlen(fake_waiting[i].name) == len && memcmp(fake_waiting[i].name, name, len) == 0)
+			return (int64_t)fake_waiting[i].count;
+	return 0;
+}
+
+static void
+fake_each_waiting(const void *impl, void (*fn)(const char *name, size_t len, uint64_t count,
+    void *arg), void *arg)
+{
+	(void)impl;
+	for (size_t i = 0; i < sizeof(fake_waiting) / sizeof(fake_waiting[0]); i++)
+		fn(fake_waiting[i].name, strlen(fake_waiting[i].name), fake_waiting[i].count, arg);
+}
+
+static int64_t
+fake_waiting_age_ms(const void *impl)
+{
+	(void)impl;
+	return 1234;
+}
+
+static const struct backend_ops fake_counting_ops = {
+	.name = "fake",
+	.waiting = fake_waiting_of,
+	.each_waiting = fake_each_waiting,
+	.waiting_age_ms = fake_waiting_age_ms,
+};
+
+static void
+test_cluster_waiting(void **state)
+{
+	struct fixture *fx = *state;
+	CLIENT(fx, SETUP_FRAMES);
+	struct backend fake = { &fake_counting_ops, NULL };
+	fx->b->backend = &fake;
+	/* Those waiting only elsewhere are rows, in name order among this
+	 * node's queues. */
+	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_TSV),
+	    "name\ttype\tdepth\tbytes\tunacked\tconsumers\tpublished\tcluster_waiting\n"
+	    "/queue/0first\tqueue\t0\t0\t0\t0\t0\t5\n"
+	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\t0\n"
+	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\t7\n"
+	    "/queue/zz\tqueue\t0\t0\t0\t0\t0\t3\n");
+	assert_non_null(strstr(ask(fx, "GET", "/api/queues", ADMIN_JSON),
+	    "\"published\":0,\"cluster_waiting\":3}]\n"));
+	assert_non_null(strstr(ask(fx, "GET", "/api/overview", ADMIN_JSON),
+	    "\"cluster_waiting_age_ms\":1234,"));
+	struct sbuf s;
+	sbuf_init(&s);
+	metrics_render(fx->b, &s);
+	assert_false(s.failed);
+	assert_non_null(strstr(s.data, "# TYPE eft_queue_messages_in_cluster gauge\n"
+	    "eft_queue_messages_in_cluster{queue=\"/queue/0first\"} 5\n"
+	    "eft_queue_messages_in_cluster{queue=\"/queue/a\tb\"} 0\n"
+	    "eft_queue_messages_in_cluster{queue=\"/queue/busy\"} 7\n"
+	    "eft_queue_messages_in_cluster{queue=\"/queue/zz\"} 3\n"));
+	assert_non_null(strstr(s.data, "\neft_cluster_stats_age_seconds 1.234\n"));
+	sbuf_free(&s);
+	fx->b->backend = NULL;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_json_strings),
 		cmocka_unit_test_setup_teardown(test_lists, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cluster_waiting, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_actions_and_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),

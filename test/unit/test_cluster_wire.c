@@ -339,6 +339,114 @@ test_json_member(void **state)
 	assert_false(cluster_json_member_int(cut, strlen(cut), "ack_floor", "stream_seq", &v));
 }
 
+/* What nats-server 2.9.10 answered, captured once: STREAM.INFO EFT_Q_0 with
+ * {"subjects_filter":"eft.q.0.>"}, three queues holding messages, and the
+ * same stream empty (no "subjects" map at all). */
+static const char stream_info_full[] =
+	    "{\"type\":\"io.nats.jetstream.api.v1.stream_info_response\",\"total\":"
+	    "3,\"offset\":0,\"limit\":100000,\"config\":{\"name\":\"EFT_Q_0\",\"descript"
+	    "ion\":\"eft queues: partition 0 of 1\",\"subjects\":[\"eft.q.0.\\u003e\""
+	    "],\"retention\":\"workqueue\",\"max_consumers\":-1,\"max_msgs\":-1,\"max_"
+	    "bytes\":-1,\"max_age\":0,\"max_msgs_per_subject\":-1,\"max_msg_size\":-"
+	    "1,\"discard\":\"old\",\"storage\":\"file\",\"num_replicas\":1,\"duplicate_w"
+	    "indow\":120000000000,\"allow_direct\":false,\"mirror_direct\":false,\""
+	    "sealed\":false,\"deny_delete\":false,\"deny_purge\":false,\"allow_roll"
+	    "up_hdrs\":false},\"created\":\"2026-11-26T13:16:01.890213964Z\",\"stat"
+	    "e\":{\"messages\":6,\"bytes\":263,\"first_seq\":1,\"first_ts\":\"2026-11-2"
+	    "6T13:16:01.893388976Z\",\"last_seq\":6,\"last_ts\":\"2026-11-26T13:16:"
+	    "01.895876198Z\",\"num_subjects\":3,\"subjects\":{\"eft.q.0.a=2Eb\":2,\"e"
+	    "ft.q.0.orders\":3,\"eft.q.0.x\":1},\"consumer_count\":0}}";
+static const char stream_info_empty[] =
+	    "{\"type\":\"io.nats.jetstream.api.v1.stream_info_response\",\"total\":"
+	    "0,\"offset\":0,\"limit\":0,\"config\":{\"name\":\"EFT_Q_0\",\"description\":"
+	    "\"eft queues: partition 0 of 1\",\"subjects\":[\"eft.q.0.\\u003e\"],\"re"
+	    "tention\":\"workqueue\",\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes"
+	    "\":-1,\"max_age\":0,\"max_msgs_per_subject\":-1,\"max_msg_size\":-1,\"di"
+	    "scard\":\"old\",\"storage\":\"file\",\"num_replicas\":1,\"duplicate_window"
+	    "\":120000000000,\"allow_direct\":false,\"mirror_direct\":false,\"seale"
+	    "d\":false,\"deny_delete\":false,\"deny_purge\":false,\"allow_rollup_hd"
+	    "rs\":false},\"created\":\"2026-11-26T13:16:01.890213964Z\",\"state\":{\""
+	    "messages\":0,\"bytes\":0,\"first_seq\":0,\"first_ts\":\"0001-01-01T00:00"
+	    ":00Z\",\"last_seq\":0,\"last_ts\":\"0001-01-01T00:00:00Z\",\"consumer_co"
+	    "unt\":0}}";
+
+struct seen {
+	char subjects[8][64];
+	uint64_t counts[8];
+	int n;
+};
+
+static void
+seen_one(const char *subject, size_t len, uint64_t count, void *arg)
+{
+	struct seen *s = arg;
+	if (s->n < 8 && len < 64) {
+		memcpy(s->subjects[s->n], subject, len);
+		s->subjects[s->n][len] = '\0';
+		s->counts[s->n] = count;
+	}
+	s->n++;
+}
+
+static long
+subjects_of(const char *json, struct seen *s)
+{
+	memset(s, 0, sizeof(*s));
+	return cluster_json_subjects(json, strlen(json), seen_one, s);
+}
+
+static void
+test_stream_info_subjects(void **state)
+{
+	(void)state;
+	struct seen s;
+	assert_int_equal(subjects_of(stream_info_full, &s), 3);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.subjects[0], "eft.q.0.a=2Eb");
+	assert_int_equal(s.counts[0], 2);
+	assert_string_equal(s.subjects[1], "eft.q.0.orders");
+	assert_int_equal(s.counts[1], 3);
+	assert_string_equal(s.subjects[2], "eft.q.0.x");
+	assert_int_equal(s.counts[2], 1);
+	int64_t total = -1;
+	assert_true(cluster_json_int(stream_info_full, strlen(stream_info_full), "total", &total));
+	assert_int_equal(total, 3);
+	/* No messages: no map, which is no entries (the config's "subjects"
+	 * array is not it). */
+	assert_int_equal(subjects_of(stream_info_empty, &s), 0);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(subjects_of("{\"state\":{\"subjects\":{}}}", &s), 0);
+	assert_int_equal(subjects_of("{\"state\": {\"subjects\" : { \"a\" : 18446744073709551615 ,"
+	    "\"b\":0 } } }", &s), 2);
+	assert_int_equal(s.counts[0], UINT64_MAX);
+	assert_int_equal(s.counts[1], 0);
+	/* Damage: every way the map can be cut off or bent is -1. */
+	static const char *const bad[] = {
+		"", "{}", "{\"state\":1}", "{\"state\":{\"subjects\":{",
+		"{\"state\":{\"subjects\":{\"a\"", "{\"state\":{\"subjects\":{\"a\":",
+		"{\"state\":{\"subjects\":{\"a\":1", "{\"state\":{\"subjects\":{\"a\":1,",
+		"{\"state\":{\"subjects\":{\"a\":1,}}}", "{\"state\":{\"subjects\":{\"a\":-1}}}",
+		"{\"state\":{\"subjects\":{\"a\":\"1\"}}}", "{\"state\":{\"subjects\":{\"a\" 1}}}",
+		"{\"state\":{\"subjects\":{a:1}}}", "{\"state\":{\"subjects\":{\"a\":1 \"b\":2}}}",
+		"{\"state\":{\"subjects\":{\"a\":18446744073709551616}}}",
+		"{\"state\":{\"subjects\":{\"a\\\\",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(subjects_of(bad[i], &s), -1);
+	/* Cut off anywhere inside the map: never read past the end. */
+	const char *map = strstr(stream_info_full, "\"subjects\":{");
+	assert_non_null(map);
+	size_t close = (size_t)(strchr(map, '}') - stream_info_full);
+	for (size_t n = (size_t)(map - stream_info_full) + 12; n <= close; n++) {
+		char *cut = malloc(n);
+		assert_non_null(cut);
+		memcpy(cut, stream_info_full, n);
+		memset(&s, 0, sizeof(s));
+		assert_int_equal(cluster_json_subjects(cut, n, seen_one, &s), -1);
+		free(cut);
+	}
+}
+
 int
 main(void)
 {
@@ -351,6 +459,7 @@ main(void)
 		cmocka_unit_test(test_ack_subjects),
 		cmocka_unit_test(test_queue_partitions),
 		cmocka_unit_test(test_json_member),
+		cmocka_unit_test(test_stream_info_subjects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
