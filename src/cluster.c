@@ -55,6 +55,7 @@
 #define API_TIMEOUT_MS 5000      /* a JetStream API request unanswered this long is lost
                                     (a NATS cluster electing a leader drops some): ask again */
 #define TICK_MS 100
+#define SWEEP_IDLE_MS 60000      /* a queue with messages in JetStream and none to pull: look */
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
 
@@ -87,6 +88,7 @@ struct cq {
 	bool sweep;
 	bool sweeping;             /* a request of the sweep is out */
 	uint64_t swept_ms;
+	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
 };
 
 /* A topic this node has subscribers on. */
@@ -887,13 +889,20 @@ hook_give_back(void *arg, struct dest *d, struct msg *m)
 	msg_unref(m);
 }
 
-/* A pull that ended found the queue caught up: time to sweep (at most
- * once a second). */
+static int64_t op_waiting(const void *impl, const char *name, size_t len);
+
+/* A pull that ended found the queue caught up: time to sweep, at most once
+ * a second after an outage; and, in case JetStream kept something without
+ * an outage seen here, once every SWEEP_IDLE_MS while what waits in
+ * JetStream for the queue is not 0. */
 static void
 sweep(struct cluster *cl, struct cq *q)
 {
 	uint64_t now = now_ms(cl);
-	if (!q->sweep || q->sweeping || !q->consumer_ready || now - q->swept_ms < 1000)
+	if (q->sweeping || !q->consumer_ready || q->durable || now - q->swept_ms < 1000)
+		return;
+	if (!q->sweep && (now - q->swept_ms < SWEEP_IDLE_MS ||
+	    op_waiting(cl, dest_name(q->dest), dest_name_len(q->dest)) <= 0))
 		return;
 	char subject[SUBJECT_MAX + 64];
 	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.INFO.%s.%s", q->stream, q->consumer);
@@ -917,7 +926,8 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	 * delivery was acknowledged (after a restart the floor itself can lag
 	 * behind it: seen on 2.9.10), and this sweep is the last. */
 	if (unacked == 0 && undelivered == 0) {
-		q->sweep = false;
+		if (now_ms(cl) >= q->sweep_until_ms)
+			q->sweep = false;
 		floor = delivered;
 	}
 	if (floor <= 0)
@@ -1181,8 +1191,10 @@ connected(struct cluster *cl)
 	waiting_reset(cl);
 	/* After an outage: where each stream was, before any pull. */
 	if (reconnect) {
-		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
 			q->sweep = !q->durable;
+			q->sweep_until_ms = now_ms(cl) + 2 * (uint64_t)cl->cfg->cluster_ack_wait_ms;
+		}
 		for (uint32_t p = 0; p < cl->nparts; p++)
 			ask_mark(cl, p);
 		if (cl->ndurable > 0)
