@@ -179,6 +179,15 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	return m;
 }
 
+bool
+cluster_msg_set_redelivered(char *payload, size_t len)
+{
+	if (len < CLUSTER_MSG_FIXED || memcmp(payload, CLUSTER_MSG_MAGIC, 4) != 0)
+		return false;
+	payload[4] = (char)(payload[4] | 4);
+	return true;
+}
+
 /* ---- JSON fields ---- */
 
 /* Where "key" is followed by a ':' (after blanks): the value's start. */
@@ -295,6 +304,22 @@ cluster_ack_delivered(const char *subject, uint64_t *delivered)
 	if (end == tok[at + 1] || *end != '.')
 		return false;
 	*delivered = n;
+	return true;
+}
+
+bool
+cluster_ack_stream_seq(const char *subject, uint64_t *seq)
+{
+	const char *tok[16];
+	size_t ntok, at;
+	if (!ack_tokens(subject, tok, &ntok, &at))
+		return false;
+	const char *t = tok[at + 2];
+	char *end;
+	unsigned long long n = strtoull(t, &end, 10);
+	if (end == t || *t < '0' || *t > '9' || *end != '.')
+		return false;
+	*seq = n;
 	return true;
 }
 

@@ -46,6 +46,9 @@ void cluster_msg_encode(const struct msg *m, char *out);
  * malformed (*bad set then). */
 struct msg *cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t id,
     bool *bad);
+/* Mark an encoded payload redelivered (flag 4), in place: a copy that may
+ * not be the first (a publish retried).  False if it is no payload. */
+bool cluster_msg_set_redelivered(char *payload, size_t len);
 
 /* JetStream's JSON answers.  The value of the first "key": string (escapes
  * left as they are) in json, as a pointer into it and a length; false if
@@ -63,6 +66,8 @@ bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const c
  * account hash in front: $JS.ACK.<domain>.<hash>.<stream>...): how many
  * times the message was delivered.  False if it is not one. */
 bool cluster_ack_delivered(const char *subject, uint64_t *delivered);
+/* The stream sequence an ack subject names; false if it is not one. */
+bool cluster_ack_stream_seq(const char *subject, uint64_t *seq);
 /* The consumer an ack subject names (a pointer into subject, *len bytes);
  * false if it is not one. */
 bool cluster_ack_consumer(const char *subject, const char **consumer, size_t *len);

@@ -143,6 +143,54 @@ test_payload_damage(void **state)
 	msg_pool_drain(&pool);
 }
 
+/* A publish retried says so: the copy decodes redelivered, all else as it
+ * was; what is no payload is left alone. */
+static void
+test_set_redelivered(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\nx-k:v\n\n", "body",
+	    4, 5);
+	m->persistent = true;
+	m->priority = 3;
+	size_t size = cluster_msg_size(m);
+	char *buf = malloc(size), *before = malloc(size);
+	cluster_msg_encode(m, buf);
+	memcpy(before, buf, size);
+	bool bad = true;
+	struct msg *c = cluster_msg_decode(&pool, buf, size, 9, &bad);
+	assert_non_null(c);
+	assert_false(c->redelivered);
+	msg_unref(c);
+	assert_true(cluster_msg_set_redelivered(buf, size));
+	c = cluster_msg_decode(&pool, buf, size, 9, &bad);
+	assert_non_null(c);
+	assert_true(c->redelivered);
+	assert_true(c->persistent);
+	assert_int_equal(c->priority, 3);
+	assert_int_equal(c->body_len, 4);
+	assert_memory_equal(c->body, "body", 4);
+	msg_unref(c);
+	/* only the flag byte changed, and twice is once */
+	assert_int_equal(buf[4], before[4] | 4);
+	assert_memory_equal(buf + 5, before + 5, size - 5);
+	assert_memory_equal(buf, before, 4);
+	assert_true(cluster_msg_set_redelivered(buf, size));
+	assert_int_equal(buf[4], before[4] | 4);
+	/* too short, or not ours: untouched */
+	memcpy(buf, before, size);
+	assert_false(cluster_msg_set_redelivered(buf, CLUSTER_MSG_FIXED - 1));
+	buf[0] = 'X';
+	assert_false(cluster_msg_set_redelivered(buf, size));
+	assert_int_equal(buf[4], before[4]);
+	free(buf);
+	free(before);
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
 static void
 test_json(void **state)
 {
@@ -197,6 +245,19 @@ test_ack_subjects(void **state)
 	assert_int_equal(n, 3);
 	assert_memory_equal(c, "q_a", 3);
 	assert_false(cluster_ack_consumer("$JS.ACK.S..1.2.3.4.5", &c, &n));
+	/* the stream sequence, in both forms */
+	uint64_t seq = 0;
+	assert_true(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5",
+	    &seq));
+	assert_int_equal(seq, 10);
+	assert_true(cluster_ack_stream_seq(
+	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.18446744073709551615.9.17.5.xyz", &seq));
+	assert_true(seq == UINT64_MAX);
+	assert_false(cluster_ack_stream_seq("_INBOX.abc.q.1", &seq));
+	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.x.9.1.5", &seq));
+	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3..9.1.5", &seq));
+	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5", &seq));
+	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a", &seq));
 	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
 }
 
@@ -207,6 +268,7 @@ main(void)
 		cmocka_unit_test(test_escape_round_trip),
 		cmocka_unit_test(test_payload_round_trip),
 		cmocka_unit_test(test_payload_damage),
+		cmocka_unit_test(test_set_redelivered),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_ack_subjects),
 	};
