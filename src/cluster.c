@@ -52,6 +52,10 @@
 #define TICK_MS 100
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
+#define RENEWALS 4               /* send times of the last +WPI rounds kept (cut_off) */
+/* libnats sees a silent cut only when its pings go unanswered:
+ * SetPingInterval(2000) x SetMaxPingsOut(3). */
+#define SILENT_CUT_MS 6000
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -139,6 +143,14 @@ struct cluster {
 	int logged_attempts;
 	uint64_t attempt_delay_ms;
 	uint64_t progress_ms;            /* when +WPI was last sent for what is held here */
+	/* A node cut off from NATS past the ack wait lets go of what it held
+	 * (cut_off): */
+	uint64_t renewals[RENEWALS];     /* when the last +WPI rounds were sent, a ring */
+	uint64_t nrenewals;              /* ... rounds so far */
+	uint64_t lost_ms;                /* when NATS was last lost */
+	uint64_t renewed_ms;             /* ... the last renewal JetStream surely had then */
+	bool revoke_due;                 /* lost, and not yet let go of this outage */
+	uint64_t revoked;                /* messages let go of so far (metrics) */
 };
 
 /* ---- the event-loop adapter (libnats calls these) ---- */
@@ -356,6 +368,7 @@ create_consumer(struct cluster *cl, struct cq *q)
 
 static void refill(struct cluster *cl, struct cq *q);
 static void republish(struct cluster *cl);
+static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
 
 static void
@@ -513,6 +526,36 @@ release_seq(struct cluster *cl, uint64_t *seq)
 	}
 }
 
+/* A publish sent before with no ack may have been stored and delivered
+ * already (the ack lost): the copy says redelivered (design 3.2, fix 1),
+ * under the same Nats-Msg-Id.  Once: a retry of a marked one is as it is.
+ * Out of memory: it goes as it was. */
+static void
+mark_retry(struct pub *p)
+{
+	const char *data = natsMsg_GetData(p->msg), *id = NULL;
+	int len = natsMsg_GetDataLength(p->msg);
+	if (len < CLUSTER_MSG_FIXED || (data[4] & 4) != 0 ||
+	    natsMsgHeader_Get(p->msg, "Nats-Msg-Id", &id) != NATS_OK)
+		return;
+	char *copy = malloc((size_t)len);
+	if (copy == NULL)
+		return;
+	memcpy(copy, data, (size_t)len);
+	natsMsg *nm = NULL;
+	if (cluster_msg_set_redelivered(copy, (size_t)len) &&
+	    natsMsg_Create(&nm, natsMsg_GetSubject(p->msg), natsMsg_GetReply(p->msg), copy,
+	    len) == NATS_OK) {
+		if (natsMsgHeader_Set(nm, "Nats-Msg-Id", id) == NATS_OK) {
+			natsMsg_Destroy(p->msg);
+			p->msg = nm;
+		} else {
+			natsMsg_Destroy(nm);
+		}
+	}
+	free(copy);
+}
+
 static void
 republish(struct cluster *cl)
 {
@@ -523,6 +566,8 @@ republish(struct cluster *cl)
 		struct pub *p = pub_at(cl, i);
 		if (p->acked || p->msg == NULL || (p->sent_ms != 0 && now - p->sent_ms < PUB_RETRY_MS))
 			continue;
+		if (p->sent_ms != 0)
+			mark_retry(p);
 		if (natsConnection_PublishMsg(cl->nc, p->msg) == NATS_OK)
 			p->sent_ms = now;
 	}
@@ -670,7 +715,14 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		m->now_or_never = false;
 		m->expires_ms = 1;
 	}
-	log_debug("cluster: pulled for %s: %s", q->consumer, reply);
+	if (log_get_level() >= EFT_LOG_DEBUG) {
+		/* One stream sequence twice means JetStream delivered it again; two
+		 * sequences for one body, that it was stored twice (design 3.1). */
+		uint64_t sseq = 0;
+		cluster_ack_stream_seq(reply, &sseq);
+		log_debug("cluster: pulled for %s: sseq %" PRIu64 " delivered %" PRIu64 " (%s)",
+		    q->consumer, sseq, delivered, reply);
+	}
 	m->kept = strdup(reply);
 	if (m->kept == NULL) {
 		msg_unref(m);
@@ -820,6 +872,7 @@ connected(struct cluster *cl)
 	log_info("cluster: node %s connected to NATS at %s", cl->node, url);
 	cl->connected = true;
 	cl->ever_connected = true;
+	cl->revoke_due = false;
 	atomic_store(&cl->reconnects, 0);
 	cl->logged_attempts = 0;
 	if (cl->inbox_sub == NULL) {
@@ -864,6 +917,7 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 		connected(cl);
 	} else if (!up && cl->connected) {
 		cl->connected = false;
+		cut_off(cl, now_ms(cl));
 		log_warn("cluster: lost NATS (%s); clustered destinations get an ERROR until it is "
 		    "back, retrying", cl->cfg->cluster);
 	}
@@ -935,6 +989,90 @@ keep_held(struct cluster *cl)
 {
 	dests_foreach(cl->env.dests, progress_dest, cl);
 	cl->events->each_unacked(cl->events->arg, in_progress_cb, cl);
+	cl->renewals[cl->nrenewals++ % RENEWALS] = now_ms(cl);
+}
+
+/* ---- cut off from NATS ---- */
+
+/* NATS lost at now: from when JetStream's ack wait surely runs for what is
+ * held here.  JetStream restarts it when it handles a +WPI, no earlier than
+ * it was sent, so a renewal that arrived gives a safe start; which one
+ * arrived is the question.  Lost on EOF: the last may have sat unsent in
+ * the socket, the one before it went out.  Lost silently (pings
+ * unanswered): the last sent SILENT_CUT_MS before it was noticed.  What was
+ * pulled since a renewal came later, so its wait ends later still. */
+static void
+cut_off(struct cluster *cl, uint64_t now)
+{
+	cl->lost_ms = now;
+	cl->revoke_due = true;
+	uint64_t n = cl->nrenewals, kept = n < RENEWALS ? n : RENEWALS;
+	if (n == 0) {
+		cl->renewed_ms = now; /* nothing was ever held here */
+		return;
+	}
+	const char *why = NULL;
+	bool silent = natsConnection_GetLastError(cl->nc, &why) == NATS_STALE_CONNECTION;
+	/* Without one to go by: the oldest kept, the earliest deadline. */
+	cl->renewed_ms = cl->renewals[(n - kept) % RENEWALS];
+	for (uint64_t i = 1; i <= kept; i++) {
+		uint64_t t = cl->renewals[(n - i) % RENEWALS];
+		if (silent ? t + SILENT_CUT_MS <= now : i == 2) {
+			cl->renewed_ms = t;
+			break;
+		}
+	}
+	if (n == 1 && !silent)
+		cl->renewed_ms -= cl->renewed_ms > TICK_MS ? TICK_MS : 0;
+}
+
+/* The message was JetStream's, and now is nobody's here: its ack subject
+ * goes without a word (no connection to say it on, and JetStream gives it
+ * to another node anyway). */
+static bool
+let_go(struct msg *m, void *arg)
+{
+	(void)arg;
+	if (m->kept == NULL)
+		return false;
+	free(m->kept);
+	m->kept = NULL;
+	return true;
+}
+
+static void
+let_go_buffered(struct msg *m, void *arg)
+{
+	size_t *n = arg;
+	*n += let_go(m, NULL);
+}
+
+static void
+let_go_dest(struct dest *d, void *arg)
+{
+	if (dest_kind(d) == DEST_QUEUE && dest_remote(d) != NULL)
+		dest_purge(d, let_go_buffered, arg);
+}
+
+/* Cut off past the ack wait: JetStream has given (or is about to give)
+ * everything held here to another node, so this node stops handing it out
+ * (design 3.4): what is buffered is dropped, what its subscribers hold
+ * unacknowledged is no longer pending (their ACKs do nothing).  Once per
+ * outage, a tick early rather than late: one live copy cluster-wide. */
+static void
+revoke_if_due(struct cluster *cl, uint64_t now)
+{
+	if (!cl->revoke_due || now + TICK_MS < cl->renewed_ms + cl->cfg->cluster_ack_wait_ms)
+		return;
+	cl->revoke_due = false;
+	size_t buffered = 0;
+	/* The buffer first: the windows freed below must find nothing to hand out. */
+	dests_foreach_mutable(cl->env.dests, let_go_dest, &buffered);
+	size_t unacked = cl->events->revoke_unacked(cl->events->arg, let_go, NULL);
+	cl->revoked += buffered + unacked;
+	log_warn("cluster: cut off from NATS for %" PRIu64 " ms, past the ack wait: let go of %zu "
+	    "messages held here (%zu unacknowledged, %zu buffered); JetStream gives them to "
+	    "other nodes", now - cl->lost_ms, buffered + unacked, unacked, buffered);
 }
 
 static void
@@ -944,8 +1082,10 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct cluster *cl = arg;
 	uint64_t now = now_ms(cl);
-	if (!cl->connected)
+	if (!cl->connected) {
+		revoke_if_due(cl, now);
 		return;
+	}
 	/* JetStream may not be ready yet (a NATS cluster electing its leader):
 	 * ask again every second. */
 	if (!cl->stream_ready && now - cl->stream_asked_ms >= 1000)
@@ -1241,6 +1381,12 @@ const char *
 cluster_node(const struct cluster *cl)
 {
 	return cl->node;
+}
+
+uint64_t
+cluster_revoked(const struct cluster *cl)
+{
+	return cl->revoked;
 }
 
 /* ---- the cluster as a backend ---- */

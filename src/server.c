@@ -33,6 +33,17 @@ each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnar
 			fn(dl->msg, fnarg);
 }
 
+/* The backend asks (cluster: cut off from NATS past the ack wait). */
+static size_t
+revoke_unacked(void *arg, bool (*revoke)(struct msg *m, void *fnarg), void *fnarg)
+{
+	const struct broker *b = arg;
+	size_t n = 0;
+	for (const struct conn *c = b->set->conns; c != NULL; c = c->next)
+		n += sub_revoke(&c->session->ep, revoke, fnarg);
+	return n;
+}
+
 /* ---- output flushing ---- */
 
 /* The backend kept more since the last look: the connections whose first
@@ -213,6 +224,7 @@ server_new(struct event_base *base, const struct config *cfg)
 		return NULL;
 	}
 	b->be_events.each_unacked = each_unacked;
+	b->be_events.revoke_unacked = revoke_unacked;
 	return b;
 }
 
