@@ -1070,9 +1070,10 @@ revoke_if_due(struct cluster *cl, uint64_t now)
 	dests_foreach_mutable(cl->env.dests, let_go_dest, &buffered);
 	size_t unacked = cl->events->revoke_unacked(cl->events->arg, let_go, NULL);
 	cl->revoked += buffered + unacked;
-	log_warn("cluster: cut off from NATS for %" PRIu64 " ms, past the ack wait: let go of %zu "
-	    "messages held here (%zu unacknowledged, %zu buffered); JetStream gives them to "
-	    "other nodes", now - cl->lost_ms, buffered + unacked, unacked, buffered);
+	if (buffered + unacked > 0)
+		log_warn("cluster: cut off from NATS for %" PRIu64 " ms, past the ack wait: let go "
+		    "of %zu messages held here (%zu unacknowledged, %zu buffered); JetStream gives "
+		    "them to other nodes", now - cl->lost_ms, buffered + unacked, unacked, buffered);
 }
 
 static void

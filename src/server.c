@@ -39,8 +39,15 @@ revoke_unacked(void *arg, bool (*revoke)(struct msg *m, void *fnarg), void *fnar
 {
 	const struct broker *b = arg;
 	size_t n = 0;
-	for (const struct conn *c = b->set->conns; c != NULL; c = c->next)
-		n += sub_revoke(&c->session->ep, revoke, fnarg);
+	for (const struct conn *c = b->set->conns; c != NULL; c = c->next) {
+		struct endpoint *ep = &c->session->ep;
+		size_t k = sub_revoke(ep, revoke, fnarg);
+		if (k == 0)
+			continue;
+		n += k;
+		for (struct sub *s = ep->subs; s != NULL; s = s->hh.next)
+			sub_wake(s);
+	}
 	return n;
 }
 

@@ -458,11 +458,6 @@ sub_revoke(struct endpoint *ep, bool (*revoke)(struct msg *m, void *arg), void *
 		free(dl);
 		n++;
 	}
-	if (n > 0) {
-		struct sub *s, *stmp;
-		HASH_ITER(hh, ep->subs, s, stmp)
-			sub_wake(s);
-	}
 	return n;
 }
 

@@ -654,37 +654,41 @@ class CutOffTest(ClusterBase):
         self.addCleanup(proxy.close)
         a = self.short_node("a", proxy.url, [("tcp", "127.0.0.1"), ("http", "127.0.0.1")])
         b = self.short_node("b", self.nats[0].url)
+        # 10 handed out unacknowledged, 5 buffered (the selector leaves them)
         ca = self.client(a)
         subscribe(ca, "/queue/cut", ack="client-individual",
-                  headers=[("prefetch-count", "10")])
+                  headers=[("prefetch-count", "20"), ("selector", "n < 10")])
         p = self.client(b)
-        for i in range(10):
-            send(p, "/queue/cut", "c%d" % i, rid="r" if i == 9 else None)
+        for i in range(15):
+            send(p, "/queue/cut", "c%d" % i, headers=[("n", str(i))],
+                 rid="r" if i == 14 else None)
         p.expect("RECEIPT", 10)
         held = [ca.expect("MESSAGE", 10) for _ in range(10)]
         self.assertEqual(sorted(f.body.decode() for f in held), ["c%d" % i for i in range(10)])
+        ca.expect_nothing(0.2)
         # held past one renewal (a third of the ack wait): a renews them
         time.sleep(self.ACK_WAIT_MS / 1000.0 / 2)
         cb = self.client(b)
         subscribe(cb, "/queue/cut", ack="client-individual")
         proxy.cut()
         wait_for(lambda: "lost NATS" in a.read_log(), 10, "a to see NATS gone")
-        # b gets all 10 once JetStream's ack wait ran out, each marked, and
+        # b gets all 15 once JetStream's ack wait ran out, each marked, and
         # a had let go of every one before b got the first
         again = []
         deadline = time.time() + 10 * SLOW + 3 * self.ACK_WAIT_MS / 1000.0
-        while len(again) < 10 and time.time() < deadline:
+        while len(again) < 15 and time.time() < deadline:
             f = cb.read_frame(max(0.05, deadline - time.time()))
             self.assertEqual(f.command, "MESSAGE")
             if not again:
-                self.assertIn("let go of 10 messages", a.read_log(),
+                self.assertIn("let go of 15 messages held here (10 unacknowledged, 5 buffered)",
+                              a.read_log(),
                               "b got a copy while a still held it")
             self.assertEqual(f["redelivered"], "true")
             again.append(f.body.decode())
             cb.send_frame("ACK", [("id", f["ack"])])
-        self.assertEqual(sorted(again), ["c%d" % i for i in range(10)])
+        self.assertEqual(sorted(again), sorted("c%d" % i for i in range(15)))
         self.assertEqual(a.read_log().count("let go of"), 1)
-        self.assertEqual(self.metric(a.ports[1], "eft_cluster_revoked_total"), 10)
+        self.assertEqual(self.metric(a.ports[1], "eft_cluster_revoked_total"), 15)
         # a's client ACKs what it held: nothing is pending, nothing answers
         # but the RECEIPT
         for i, f in enumerate(held):
@@ -695,7 +699,7 @@ class CutOffTest(ClusterBase):
         # nothing handed out twice on a, and nothing left in JetStream
         ca.expect_nothing(2 * self.ACK_WAIT_MS / 1000.0 / SLOW)
         wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "b's ACKs to land")
-        send(p, "/queue/cut", "after", rid="after")
+        send(p, "/queue/cut", "after", headers=[("n", "0")], rid="after")
         p.expect("RECEIPT", 10)
         got = read_bodies(ca, 1, 5) + read_bodies(cb, 1, 0.5)
         self.assertEqual(got, ["after"])
