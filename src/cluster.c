@@ -1040,6 +1040,7 @@ let_go(struct msg *m, void *arg)
 	return true;
 }
 
+/* dest_purge's: let go of a buffered message, counted in *arg. */
 static void
 let_go_buffered(struct msg *m, void *arg)
 {
@@ -1047,6 +1048,7 @@ let_go_buffered(struct msg *m, void *arg)
 	*n += let_go(m, NULL);
 }
 
+/* Drop what a clustered queue or durable subscription buffers here. */
 static void
 let_go_dest(struct dest *d, void *arg)
 {

@@ -17,6 +17,8 @@ own.  Over TCP only: the transport to the client is not what is tested.
   comes;
 - a node cut off from NATS past the ack wait lets go of what it held: the
   copy another node gets is the only live one;
+- a SEND published again after a lost pub ack and a nats-server restart
+  (stored twice) comes the second time with redelivered:true;
 - settings that cannot work together stop eftd with one line.
 """
 
