@@ -56,6 +56,7 @@
 /* libnats sees a silent cut only when its pings go unanswered:
  * SetPingInterval(2000) x SetMaxPingsOut(3). */
 #define SILENT_CUT_MS 6000
+#define QUIET_MS 3000            /* nothing read this long: the ping interval and then some */
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -147,6 +148,7 @@ struct cluster {
 	 * (cut_off): */
 	uint64_t renewals[RENEWALS];     /* when the last +WPI rounds were sent, a ring */
 	uint64_t nrenewals;              /* ... rounds so far */
+	uint64_t read_ms;                /* when the connection was last read from */
 	uint64_t lost_ms;                /* when NATS was last lost */
 	uint64_t renewed_ms;             /* ... the last renewal JetStream surely had then */
 	bool revoke_due;                 /* lost, and not yet let go of this outage */
@@ -162,6 +164,7 @@ struct adapter {
 };
 
 static void poll_all(struct cluster *cl);
+static uint64_t now_ms(const struct cluster *cl);
 
 static void
 adapter_event(evutil_socket_t fd, short what, void *arg)
@@ -169,6 +172,7 @@ adapter_event(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	struct adapter *a = arg;
 	if (what & EV_READ) {
+		a->cl->read_ms = now_ms(a->cl);
 		natsConnection_ProcessReadEvent(a->nc);
 		poll_all(a->cl);
 	}
@@ -1011,8 +1015,10 @@ cut_off(struct cluster *cl, uint64_t now)
 		cl->renewed_ms = now; /* nothing was ever held here */
 		return;
 	}
-	const char *why = NULL;
-	bool silent = natsConnection_GetLastError(cl->nc, &why) == NATS_STALE_CONNECTION;
+	/* libnats keeps no word of which (its last error is NATS_OK after a
+	 * stale connection): a live connection reads a PONG at least every
+	 * ping interval, and an EOF is itself read just now. */
+	bool silent = now - cl->read_ms > QUIET_MS;
 	/* Without one to go by: the oldest kept, the earliest deadline. */
 	cl->renewed_ms = cl->renewals[(n - kept) % RENEWALS];
 	for (uint64_t i = 1; i <= kept; i++) {
@@ -1024,6 +1030,8 @@ cut_off(struct cluster *cl, uint64_t now)
 	}
 	if (n == 1 && !silent)
 		cl->renewed_ms -= cl->renewed_ms > TICK_MS ? TICK_MS : 0;
+	log_debug("cluster: NATS lost %s: the ack wait of what is held here counts from %" PRIu64
+	    " ms before", silent ? "silently (pings unanswered)" : "at once", now - cl->renewed_ms);
 }
 
 /* The message was JetStream's, and now is nobody's here: its ack subject
