@@ -58,6 +58,11 @@
 #define SWEEP_IDLE_MS 60000      /* a queue with messages in JetStream and none to pull: look */
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
+#define RENEWALS 4               /* send times of the last +WPI rounds kept (cut_off) */
+/* libnats sees a silent cut only when its pings go unanswered:
+ * SetPingInterval(2000) x SetMaxPingsOut(3). */
+#define SILENT_CUT_MS 6000
+#define QUIET_MS 3000            /* nothing read this long: the ping interval and then some */
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -206,6 +211,15 @@ struct cluster {
 	int logged_attempts;
 	uint64_t attempt_delay_ms;
 	uint64_t progress_ms;            /* when +WPI was last sent for what is held here */
+	/* A node cut off from NATS past the ack wait lets go of what it held
+	 * (cut_off): */
+	uint64_t renewals[RENEWALS];     /* when the last +WPI rounds were sent, a ring */
+	uint64_t nrenewals;              /* ... rounds so far */
+	uint64_t read_ms;                /* when the connection was last read from */
+	uint64_t lost_ms;                /* when NATS was last lost */
+	uint64_t renewed_ms;             /* ... the last renewal JetStream surely had then */
+	bool revoke_due;                 /* lost, and not yet let go of this outage */
+	uint64_t revoked;                /* messages let go of so far (metrics) */
 };
 
 /* ---- the event-loop adapter (libnats calls these) ---- */
@@ -217,6 +231,7 @@ struct adapter {
 };
 
 static void poll_all(struct cluster *cl);
+static uint64_t now_ms(const struct cluster *cl);
 
 static void
 adapter_event(evutil_socket_t fd, short what, void *arg)
@@ -224,6 +239,7 @@ adapter_event(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	struct adapter *a = arg;
 	if (what & EV_READ) {
+		a->cl->read_ms = now_ms(a->cl);
 		natsConnection_ProcessReadEvent(a->nc);
 		poll_all(a->cl);
 	}
@@ -463,6 +479,7 @@ static void swept_floor(struct cluster *cl, struct cq *q, bool failed, const cha
     size_t len);
 static void swept(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len);
 static void republish(struct cluster *cl);
+static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
 
 static void
@@ -788,6 +805,36 @@ release_seq(struct cluster *cl, uint64_t *seq)
 	}
 }
 
+/* A publish sent before with no ack may have been stored and delivered
+ * already (the ack lost): the copy says redelivered (design 3.2, fix 1),
+ * under the same Nats-Msg-Id.  Once: a retry of a marked one is as it is.
+ * Out of memory: it goes as it was. */
+static void
+mark_retry(struct pub *p)
+{
+	const char *data = natsMsg_GetData(p->msg), *id = NULL;
+	int len = natsMsg_GetDataLength(p->msg);
+	if (len < CLUSTER_MSG_FIXED || (data[4] & 4) != 0 ||
+	    natsMsgHeader_Get(p->msg, "Nats-Msg-Id", &id) != NATS_OK)
+		return;
+	char *copy = malloc((size_t)len);
+	if (copy == NULL)
+		return;
+	memcpy(copy, data, (size_t)len);
+	natsMsg *nm = NULL;
+	if (cluster_msg_set_redelivered(copy, (size_t)len) &&
+	    natsMsg_Create(&nm, natsMsg_GetSubject(p->msg), natsMsg_GetReply(p->msg), copy,
+	    len) == NATS_OK) {
+		if (natsMsgHeader_Set(nm, "Nats-Msg-Id", id) == NATS_OK) {
+			natsMsg_Destroy(p->msg);
+			p->msg = nm;
+		} else {
+			natsMsg_Destroy(nm);
+		}
+	}
+	free(copy);
+}
+
 static void
 republish(struct cluster *cl)
 {
@@ -798,6 +845,8 @@ republish(struct cluster *cl)
 		struct pub *p = pub_at(cl, i);
 		if (p->acked || p->msg == NULL || (p->sent_ms != 0 && now - p->sent_ms < PUB_RETRY_MS))
 			continue;
+		if (p->sent_ms != 0)
+			mark_retry(p);
 		if (natsConnection_PublishMsg(cl->nc, p->msg) == NATS_OK)
 			p->sent_ms = now;
 	}
@@ -1002,11 +1051,15 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		natsConnection_Publish(cl->nc, reply, bad ? "+TERM" : "-NAK", bad ? 5 : 4);
 		return;
 	}
-	uint64_t delivered = 1, sseq = 0;
+	uint64_t delivered = 1, sseq = 0, mark = cl->parts[q->part].mark;
 	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
 		m->redelivered = true;
-	if (cluster_ack_stream_seq(reply, &sseq) && sseq <= cl->parts[q->part].mark)
+	/* (the stream sequence is read only after an outage, or to log it) */
+	if ((mark != 0 || log_get_level() >= EFT_LOG_DEBUG) &&
+	    cluster_ack_stream_seq(reply, &sseq) && sseq <= mark)
 		m->redelivered = true;
+	/* One stream sequence twice: JetStream delivered it again; two
+	 * sequences for one body: it was stored twice (design 3.1). */
 	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", delivered %" PRIu64,
 	    q->consumer, sseq, delivered);
 	/* expiration:0 went through JetStream, where nobody could take it as
@@ -1168,6 +1221,7 @@ connected(struct cluster *cl)
 	bool reconnect = cl->ever_connected;
 	cl->connected = true;
 	cl->ever_connected = true;
+	cl->revoke_due = false;
 	atomic_store(&cl->reconnects, 0);
 	cl->logged_attempts = 0;
 	if (cl->inbox_sub == NULL) {
@@ -1223,6 +1277,7 @@ state_cb(evutil_socket_t fd, short what, void *arg)
 		connected(cl);
 	} else if (!up && cl->connected) {
 		cl->connected = false;
+		cut_off(cl, now_ms(cl));
 		log_warn("cluster: lost NATS (%s); clustered destinations get an ERROR until it is "
 		    "back, retrying", cl->cfg->cluster);
 	}
@@ -1300,6 +1355,97 @@ keep_held(struct cluster *cl)
 {
 	dests_foreach(cl->env.dests, progress_dest, cl);
 	cl->events->each_unacked(cl->events->arg, in_progress_cb, cl);
+	cl->renewals[cl->nrenewals++ % RENEWALS] = now_ms(cl);
+}
+
+/* ---- cut off from NATS ---- */
+
+/* NATS lost at now: from when JetStream's ack wait surely runs for what is
+ * held here.  JetStream restarts it when it handles a +WPI, no earlier than
+ * it was sent, so a renewal that arrived gives a safe start; which one
+ * arrived is the question.  Lost on EOF: the last may have sat unsent in
+ * the socket, the one before it went out.  Lost silently (pings
+ * unanswered): the last sent SILENT_CUT_MS before it was noticed.  What was
+ * pulled since a renewal came later, so its wait ends later still. */
+static void
+cut_off(struct cluster *cl, uint64_t now)
+{
+	cl->lost_ms = now;
+	cl->revoke_due = true;
+	uint64_t n = cl->nrenewals, kept = n < RENEWALS ? n : RENEWALS;
+	if (n == 0) {
+		cl->renewed_ms = now; /* nothing was ever held here */
+		return;
+	}
+	/* libnats keeps no word of which (its last error is NATS_OK after a
+	 * stale connection): a live connection reads a PONG at least every
+	 * ping interval, and an EOF is itself read just now. */
+	bool silent = now - cl->read_ms > QUIET_MS;
+	/* Without one to go by: the oldest kept, the earliest deadline. */
+	cl->renewed_ms = cl->renewals[(n - kept) % RENEWALS];
+	for (uint64_t i = 1; i <= kept; i++) {
+		uint64_t t = cl->renewals[(n - i) % RENEWALS];
+		if (silent ? t + SILENT_CUT_MS <= now : i == 2) {
+			cl->renewed_ms = t;
+			break;
+		}
+	}
+	if (n == 1 && !silent)
+		cl->renewed_ms -= cl->renewed_ms > TICK_MS ? TICK_MS : 0;
+	log_debug("cluster: NATS lost %s: the ack wait of what is held here counts from %" PRIu64
+	    " ms before", silent ? "silently (pings unanswered)" : "at once", now - cl->renewed_ms);
+}
+
+/* The message was JetStream's, and now is nobody's here: its ack subject
+ * goes without a word (no connection to say it on, and JetStream gives it
+ * to another node anyway). */
+static bool
+let_go(struct msg *m, void *arg)
+{
+	(void)arg;
+	if (m->kept == NULL)
+		return false;
+	free(m->kept);
+	m->kept = NULL;
+	return true;
+}
+
+/* dest_purge's: let go of a buffered message, counted in *arg. */
+static void
+let_go_buffered(struct msg *m, void *arg)
+{
+	size_t *n = arg;
+	*n += let_go(m, NULL);
+}
+
+/* Drop what a clustered queue or durable subscription buffers here. */
+static void
+let_go_dest(struct dest *d, void *arg)
+{
+	if (dest_kind(d) == DEST_QUEUE && dest_remote(d) != NULL)
+		dest_purge(d, let_go_buffered, arg);
+}
+
+/* Cut off past the ack wait: JetStream has given (or is about to give)
+ * everything held here to another node, so this node stops handing it out
+ * (design 3.4): what is buffered is dropped, what its subscribers hold
+ * unacknowledged is no longer pending (their ACKs do nothing).  Once per
+ * outage, a tick early rather than late: one live copy cluster-wide. */
+static void
+revoke_if_due(struct cluster *cl, uint64_t now)
+{
+	if (!cl->revoke_due || now + TICK_MS < cl->renewed_ms + cl->cfg->cluster_ack_wait_ms)
+		return;
+	cl->revoke_due = false;
+	size_t buffered = 0;
+	/* The buffer first: the windows freed below must find nothing to hand out. */
+	dests_foreach_mutable(cl->env.dests, let_go_dest, &buffered);
+	size_t unacked = cl->events->revoke_unacked(cl->events->arg, let_go, NULL);
+	cl->revoked += buffered + unacked;
+	if (buffered + unacked > 0)
+		log_warn("cluster: cut off from NATS for %" PRIu64 " ms, past the ack wait: let go "
+		    "of %zu messages held here (%zu unacknowledged, %zu buffered); JetStream gives "
+		    "them to other nodes", now - cl->lost_ms, buffered + unacked, unacked, buffered);
 }
 
 static void poll_waiting(struct cluster *cl, uint64_t now);
@@ -1311,8 +1457,10 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct cluster *cl = arg;
 	uint64_t now = now_ms(cl);
-	if (!cl->connected)
+	if (!cl->connected) {
+		revoke_if_due(cl, now);
 		return;
+	}
 	/* JetStream may not be ready yet (a NATS cluster electing its leader):
 	 * ask again every second. */
 	/* Asked less often while another layout is in the way: the operator
@@ -1621,6 +1769,12 @@ const char *
 cluster_node(const struct cluster *cl)
 {
 	return cl->node;
+}
+
+uint64_t
+cluster_revoked(const struct cluster *cl)
+{
+	return cl->revoked;
 }
 
 /* ---- the cluster as a backend ---- */

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/metrics.h"
@@ -315,5 +316,9 @@ metrics_render(struct broker *b, struct sbuf *out)
 		family(out, "eft_journal_fsync_max_seconds", "gauge", "The longest fsync since start.");
 		sbuf_printf(out, "eft_journal_fsync_max_seconds %.6f\n", (double)bs.sync_max_us / 1e6);
 	}
+	if (b->cluster != NULL)
+		counter(out, "eft_cluster_revoked_total", "Messages a node cut off from NATS past "
+		    "cluster-ack-wait-ms let go of: JetStream gives them to other nodes.",
+		    cluster_revoked(b->cluster));
 	process(b, out);
 }

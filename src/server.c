@@ -33,6 +33,24 @@ each_unacked(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnar
 			fn(dl->msg, fnarg);
 }
 
+/* The backend asks (cluster: cut off from NATS past the ack wait). */
+static size_t
+revoke_unacked(void *arg, bool (*revoke)(struct msg *m, void *fnarg), void *fnarg)
+{
+	const struct broker *b = arg;
+	size_t n = 0;
+	for (const struct conn *c = b->set->conns; c != NULL; c = c->next) {
+		struct endpoint *ep = &c->session->ep;
+		size_t k = sub_revoke(ep, revoke, fnarg);
+		if (k == 0)
+			continue;
+		n += k;
+		for (struct sub *s = ep->subs; s != NULL; s = s->hh.next)
+			sub_wake(s);
+	}
+	return n;
+}
+
 /* ---- output flushing ---- */
 
 /* The backend kept more since the last look: the connections whose first
@@ -213,6 +231,7 @@ server_new(struct event_base *base, const struct config *cfg)
 		return NULL;
 	}
 	b->be_events.each_unacked = each_unacked;
+	b->be_events.revoke_unacked = revoke_unacked;
 	return b;
 }
 

@@ -442,6 +442,25 @@ settle_children(struct endpoint *ep, struct delivery *dl, enum settle how)
 	return true;
 }
 
+size_t
+sub_revoke(struct endpoint *ep, bool (*revoke)(struct msg *m, void *arg), void *arg)
+{
+	size_t n = 0;
+	struct delivery *dl, *tmp;
+	HASH_ITER(hh, ep->deliveries, dl, tmp) {
+		if (!revoke(dl->msg, arg))
+			continue;
+		/* Neither settled nor given back: the message is no longer this
+		 * broker's, only the window it took is. */
+		delivery_unlink(ep, dl);
+		dest_settled(dl->sub->dest);
+		msg_unref(dl->msg);
+		free(dl);
+		n++;
+	}
+	return n;
+}
+
 bool
 sub_settle(struct endpoint *ep, const struct delivery_key *k, enum settle how)
 {

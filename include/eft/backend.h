@@ -150,6 +150,12 @@ struct backend_events {
 	uint64_t (*now_ms)(void *arg);
 	/* fn on every message handed out and not yet acknowledged. */
 	void (*each_unacked)(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg);
+	/* Forget every message handed out and not yet acknowledged of which
+	 * revoke (given fnarg) says the backend let go: no longer pending, its
+	 * subscriber's window freed, a later ACK of it does nothing.  Returns
+	 * how many. */
+	size_t (*revoke_unacked)(void *arg, bool (*revoke)(struct msg *m, void *fnarg),
+	    void *fnarg);
 };
 
 /* What of the core's state a backend may use, given when it is opened. */

@@ -44,6 +44,9 @@ bool cluster_busy(const struct cluster *cl);
 uint64_t cluster_promised(const struct cluster *cl);
 /* This node's name, and its token in subjects and temp-queue names. */
 const char *cluster_node(const struct cluster *cl);
+/* Messages this node let go of, cut off from NATS past the ack wait (they
+ * were no longer pending for their subscribers here). */
+uint64_t cluster_revoked(const struct cluster *cl);
 
 /* Why cluster_send did not send: backend.h's codes. */
 #define CLUSTER_NOMEM BACKEND_NOMEM

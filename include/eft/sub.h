@@ -177,6 +177,12 @@ int sub_ack_id_parse(const char *s, size_t len, struct delivery_key *out);
  * older delivery of its subscription.  Returns false if no such delivery is
  * pending. */
 bool sub_settle(struct endpoint *ep, const struct delivery_key *k, enum settle how);
+/* Forget every pending delivery of ep whose message revoke says is no
+ * longer this broker's (revoke has let go of it: the cluster, cut off past
+ * its ack wait): no ACK, no give back, the subscriber's window freed.  A
+ * later ACK or NACK of one finds nothing pending.  Returns how many; the
+ * caller then wakes ep's subscriptions (sub_wake), which may take more. */
+size_t sub_revoke(struct endpoint *ep, bool (*revoke)(struct msg *m, void *arg), void *arg);
 /* The pending delivery with key k, or NULL. */
 struct delivery *sub_find_delivery(struct endpoint *ep, const struct delivery_key *k);
 

@@ -175,3 +175,109 @@ def subscribers(server, prefix):
     with urllib.request.urlopen(url, timeout=5 * SLOW) as r:
         subs = json.load(r).get("subscriptions_list") or []
     return {s["cid"] for s in subs if s["subject"].startswith(prefix)}
+
+
+class Proxy:
+    """A loopback TCP proxy to a NATS server that the test controls: cut()
+    closes every connection through it (the client sees EOF) and turns new
+    ones away until restore().  Its threads poll in short steps and end
+    with close()."""
+
+    def __init__(self, port):
+        import threading
+        self.target = port
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.05)
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.pairs = []        # connections through it
+        self.done = []         # ... cut, closed at close()
+        self.open = True
+        self.muted = False     # what the server sends is dropped
+        self.closed = False
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    @property
+    def url(self):
+        return "nats://127.0.0.1:%d" % self.port
+
+    def _accept(self):
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not self.open:
+                c.close()
+                continue
+            try:
+                s = socket.create_connection(("127.0.0.1", self.target), 5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.pairs.append((c, s))
+            for a, b, down in ((c, s, False), (s, c, True)):
+                t = threading.Thread(target=self._pump, args=(a, b, down), daemon=True)
+                self.threads.append(t)
+                t.start()
+
+    def _pump(self, src, dst, down):
+        import select
+        while not self.closed:
+            try:
+                r, _, _ = select.select([src], [], [], 0.05)
+                if not r:
+                    continue
+                data = src.recv(65536)
+                if not data:
+                    break
+                if not (down and self.muted):
+                    dst.sendall(data)
+            except (OSError, ValueError):
+                break
+        for x in (src, dst):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        """Close every connection through it (EOF both ways); turn new ones
+        away."""
+        self.open = False
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+            self.done += pairs
+        for pair in pairs:
+            for x in pair:
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def mute(self, on=True):
+        """Drop what the server sends (the client's bytes still go): acks
+        lost on the way."""
+        self.muted = on
+
+    def restore(self):
+        self.open = True
+        self.muted = False
+
+    def close(self):
+        self.cut()
+        self.closed = True
+        for t in self.threads:
+            t.join(5)
+        self.listener.close()
+        for pair in self.done:
+            for x in pair:
+                x.close()

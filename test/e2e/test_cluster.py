@@ -15,6 +15,10 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - a 3-node NATS cluster with R3: one NATS node killed loses nothing;
 - NATS unreachable at start: one line, retries, and it carries on when NATS
   comes;
+- a node cut off from NATS past the ack wait lets go of what it held: the
+  copy another node gets is the only live one;
+- a SEND published again after a lost pub ack and a nats-server restart
+  (stored twice) comes the second time with redelivered:true;
 - settings that cannot work together stop eftd with one line.
 """
 
@@ -28,7 +32,7 @@ import unittest
 import harness
 from clientscript import HAVE_STOMP_PY
 from harness import Broker, RawClient, SLOW, subscribe, wait_for
-from natsharness import (NATS_SERVER, NATS_SKIP, NatsServer, consumers, nats_cluster,
+from natsharness import (NATS_SERVER, NATS_SKIP, NatsServer, Proxy, consumers, nats_cluster,
                          stream_last_seq, stream_messages, subscribers)
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
@@ -621,6 +625,117 @@ class NatsClusterTest(ClusterBase):
         send(more, "/queue/r3", "after", rid="r")
         more.expect("RECEIPT", 15)
         self.assertEqual(read_bodies(c, 1, 10), ["after"])
+
+
+class CutOffTest(ClusterBase):
+    """Node a reaches NATS through a proxy the test cuts; b directly."""
+
+    ACK_WAIT_MS = 1500 * SLOW
+
+    def metric(self, port, name):
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return int(float(line.split()[1]))
+        return None
+
+    def short_node(self, name, url, listen=None):
+        """A node with the short ack wait (both must have it: it is the
+        consumer's)."""
+        b = Broker(config="cluster = %s\nnode-name = %s\ncluster-ack-wait-ms = %d\n"
+                   % (url, name, self.ACK_WAIT_MS), listen=listen)
+        self.nodes.append(b)
+        b.start()
+        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30,
+                 "node %s to see the queue stream" % name)
+        return b
+
+    def test_a_node_cut_off_past_the_ack_wait_revokes_and_b_gets_the_only_live_copy(self):
+        proxy = Proxy(self.nats[0].port)
+        self.addCleanup(proxy.close)
+        a = self.short_node("a", proxy.url, [("tcp", "127.0.0.1"), ("http", "127.0.0.1")])
+        b = self.short_node("b", self.nats[0].url)
+        # 10 handed out unacknowledged, 5 buffered (the selector leaves them)
+        ca = self.client(a)
+        subscribe(ca, "/queue/cut", ack="client-individual",
+                  headers=[("prefetch-count", "20"), ("selector", "n < 10")])
+        p = self.client(b)
+        for i in range(15):
+            send(p, "/queue/cut", "c%d" % i, headers=[("n", str(i))],
+                 rid="r" if i == 14 else None)
+        p.expect("RECEIPT", 10)
+        held = [ca.expect("MESSAGE", 10) for _ in range(10)]
+        self.assertEqual(sorted(f.body.decode() for f in held), ["c%d" % i for i in range(10)])
+        ca.expect_nothing(0.2)
+        # held past one renewal (a third of the ack wait): a renews them
+        time.sleep(self.ACK_WAIT_MS / 1000.0 / 2)
+        cb = self.client(b)
+        subscribe(cb, "/queue/cut", ack="client-individual")
+        proxy.cut()
+        wait_for(lambda: "lost NATS" in a.read_log(), 10, "a to see NATS gone")
+        # b gets all 15 once JetStream's ack wait ran out, each marked, and
+        # a had let go of every one before b got the first
+        again = []
+        deadline = time.time() + 10 * SLOW + 3 * self.ACK_WAIT_MS / 1000.0
+        while len(again) < 15 and time.time() < deadline:
+            f = cb.read_frame(max(0.05, deadline - time.time()))
+            self.assertEqual(f.command, "MESSAGE")
+            if not again:
+                self.assertIn("let go of 15 messages held here (10 unacknowledged, 5 buffered)",
+                              a.read_log(),
+                              "b got a copy while a still held it")
+            self.assertEqual(f["redelivered"], "true")
+            again.append(f.body.decode())
+            cb.send_frame("ACK", [("id", f["ack"])])
+        self.assertEqual(sorted(again), sorted("c%d" % i for i in range(15)))
+        self.assertEqual(a.read_log().count("let go of"), 1)
+        self.assertEqual(self.metric(a.ports[1], "eft_cluster_revoked_total"), 15)
+        # a's client ACKs what it held: nothing is pending, nothing answers
+        # but the RECEIPT
+        for i, f in enumerate(held):
+            ca.send_frame("ACK", [("id", f["ack"])] + ([("receipt", "acked")] if i == 9 else []))
+        self.assertEqual(ca.expect("RECEIPT", 10)["receipt-id"], "acked")
+        proxy.restore()
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        # nothing handed out twice on a, and nothing left in JetStream
+        ca.expect_nothing(2 * self.ACK_WAIT_MS / 1000.0 / SLOW)
+        wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "b's ACKs to land")
+        send(p, "/queue/cut", "after", headers=[("n", "0")], rid="after")
+        p.expect("RECEIPT", 10)
+        got = read_bodies(ca, 1, 5) + read_bodies(cb, 1, 0.5)
+        self.assertEqual(got, ["after"])
+
+
+    def test_a_send_published_again_after_a_lost_ack_says_redelivered(self):
+        # The pub ack is lost (the proxy drops what NATS sends a), the
+        # message is consumed and acknowledged on b, and nats-server
+        # restarts, forgetting the Nats-Msg-Id with the message: a's retry
+        # is stored as a new message.  Its copy must say redelivered.
+        nats = self.nats[0]
+        proxy = Proxy(nats.port)
+        self.addCleanup(proxy.close)
+        a = self.short_node("a", proxy.url)
+        b = self.short_node("b", nats.url)
+        cb = self.client(b)
+        subscribe(cb, "/queue/lost", ack="client-individual")
+        proxy.mute()
+        pa = self.client(a)
+        send(pa, "/queue/lost", "once", rid="stored")
+        f = cb.expect("MESSAGE", 10)
+        self.assertEqual(f.body.decode(), "once")
+        self.assertNotEqual(f.get("redelivered"), "true")
+        cb.send_frame("ACK", [("id", f["ack"]), ("receipt", "acked")])
+        cb.expect("RECEIPT", 10)
+        wait_for(lambda: stream_messages(nats.port) == 0, 10, "the ACK to land")
+        nats.kill()
+        nats.start()
+        proxy.mute(False)
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        self.assertEqual(pa.expect("RECEIPT", 15 * SLOW)["receipt-id"], "stored")
+        f = cb.expect("MESSAGE", 15 * SLOW)
+        self.assertEqual(f.body.decode(), "once")
+        self.assertEqual(f.get("redelivered"), "true")
 
 
 @TCP_ONLY
