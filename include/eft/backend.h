@@ -139,6 +139,11 @@ struct backend_events {
 	uint64_t (*now_ms)(void *arg);
 	/* fn on every message handed out and not yet acknowledged. */
 	void (*each_unacked)(void *arg, void (*fn)(const struct msg *m, void *fnarg), void *fnarg);
+	/* Durable subscription d (/durable/NAME) has a live subscriber on
+	 * another node (the cluster's lease): end d's subscriber here with the
+	 * ERROR a second subscriber gets on one node, cutting out its RECEIPTs
+	 * not yet kept.  Its connection closes later, not during the call. */
+	void (*durable_refused)(void *arg, struct dest *d);
 };
 
 /* What of the core's state a backend may use, given when it is opened. */

@@ -13,6 +13,9 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - nats-server restarted: eftd reconnects, and nothing that had a RECEIPT is
   lost; while it is down SEND and SUBSCRIBE get an ERROR;
 - a 3-node NATS cluster with R3: one NATS node killed loses nothing;
+- a durable subscription has one live subscriber cluster-wide (a lease in
+  JetStream), in both dialects; a kill -9'd node's lease runs out after the
+  ack wait, and a restarted node takes its own back at once;
 - NATS unreachable at start: one line, retries, and it carries on when NATS
   comes;
 - settings that cannot work together stop eftd with one line.
@@ -466,6 +469,99 @@ class DurableTest(ClusterBase):
         got = [c.expect("MESSAGE", 10) for _ in range(2)]
         self.assertEqual(sorted(g.body for g in got), [b"r1", b"r2"])
         self.assertEqual([g.get("redelivered") for g in got if g.body == b"r1"], ["true"])
+
+
+class DurableLeaseTest(ClusterBase):
+    """A durable subscription has one live subscriber cluster-wide: a lease
+    in JetStream (KV_EFT_LEASES) whose max_age is the ack wait."""
+
+    ACTIVEMQ = [("destination", "/topic/news"), ("id", "d"),
+                ("activemq.subscriptionName", "sub1")]
+    RABBITMQ = [("destination", "/topic/news"), ("id", "rq"), ("durable", "true"),
+                ("auto-delete", "false"), ("ack", "client-individual")]
+
+    def attempt(self, b, h, cid="app"):
+        """SUBSCRIBE with h (and a receipt) on b: the client if it was taken
+        (RECEIPT), None after the ERROR (which must be the one a second
+        subscriber gets on one node, and close the connection)."""
+        c = RawClient(b.port, timeout=10)
+        self.clients.append(c)
+        c.connect("1.2", headers={"client-id": cid})
+        c.send_frame("SUBSCRIBE", h + [("receipt", "s")])
+        f = c.read_frame(10 * SLOW)
+        if f.command == "RECEIPT":
+            return c
+        self.assertEqual((f.command, f["message"]), ("ERROR", "durable subscription in use"))
+        c.expect_closed(10)
+        return None
+
+    def publish(self, b, body):
+        p = self.client(b)
+        send(p, "/topic/news", body, rid="p")
+        p.expect("RECEIPT", 10)
+        p.close()
+
+    def second_claim_refused_then_taken_after_release(self, h, release):
+        a, b = self.node("a"), self.node("b")
+        acks = ("ack", "client-individual") in h
+        first = self.attempt(a, h)
+        self.assertIsNotNone(first)
+        self.assertIsNone(self.attempt(b, h), "a second live subscriber on another node")
+        # the holder's node still delivers to it
+        self.publish(b, "m1")
+        self.assertEqual(read_bodies(first, 1, 10, ack=acks), ["m1"])
+        release(first)
+        # released, not aged out: b takes it at once (well inside the ack wait)
+        started = time.time()
+        second = None
+        while second is None and time.time() - started < 10 * SLOW:
+            second = self.attempt(b, h)
+        self.assertIsNotNone(second)
+        self.assertLess(time.time() - started, ACK_WAIT_MS / 1000.0)
+        self.publish(a, "m2")
+        self.assertEqual(read_bodies(second, 1, 10, ack=acks), ["m2"])
+        # and now a is the one refused
+        self.assertIsNone(self.attempt(a, h))
+
+    def test_second_live_claim_on_another_node_gets_the_error_activemq(self):
+        def unsubscribe(c):  # without the durable headers: the subscription is kept
+            c.send_frame("UNSUBSCRIBE", [("id", "d"), ("receipt", "u")])
+            c.expect("RECEIPT", 10)
+        self.second_claim_refused_then_taken_after_release(self.ACTIVEMQ, unsubscribe)
+
+    def test_second_live_claim_on_another_node_gets_the_error_rabbitmq(self):
+        self.second_claim_refused_then_taken_after_release(self.RABBITMQ, lambda c: c.close())
+
+    def test_a_dead_nodes_lease_runs_out_after_the_ack_wait(self):
+        a, b = self.node("a"), self.node("b")
+        self.assertIsNotNone(self.attempt(a, self.ACTIVEMQ))
+        # renewed: still a's after more than the ack wait
+        time.sleep(1.5 * ACK_WAIT_MS / 1000.0)
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ))
+        a.crash()  # kill -9: nobody releases it
+        crashed = time.time()
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ), "refused inside the ack wait")
+        taken = None
+        while taken is None and time.time() - crashed < ACK_WAIT_MS / 1000.0 + 10 * SLOW:
+            taken = self.attempt(b, self.ACTIVEMQ)
+            if taken is None:
+                time.sleep(0.2)
+        self.assertIsNotNone(taken, "the lease to run out")
+        self.assertGreater(time.time() - crashed, ACK_WAIT_MS / 1000.0 / 3)
+        self.publish(b, "after")
+        self.assertEqual(read_bodies(taken, 1, 10), ["after"])
+
+    def test_a_restarted_node_takes_back_its_own_lease_at_once(self):
+        a = self.node("a")
+        self.assertIsNotNone(self.attempt(a, self.RABBITMQ))
+        a.crash()
+        again = self.node("a")
+        started = time.time()
+        c = self.attempt(again, self.RABBITMQ)
+        self.assertIsNotNone(c, "its own lease, from before the restart")
+        self.assertLess(time.time() - started, ACK_WAIT_MS / 1000.0)
+        self.publish(again, "back")
+        self.assertEqual(read_bodies(c, 1, 10, ack=True), ["back"])
 
 
 class TopicTest(ClusterBase):
