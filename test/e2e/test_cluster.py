@@ -15,7 +15,8 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - a 3-node NATS cluster with R3: one NATS node killed loses nothing;
 - a durable subscription has one live subscriber cluster-wide (a lease in
   JetStream), in both dialects; a kill -9'd node's lease runs out after the
-  ack wait, and a restarted node takes its own back at once;
+  ack wait, a restarted node takes its own back at once, and the holder
+  claims it again when NATS comes back;
 - NATS unreachable at start: one line, retries, and it carries on when NATS
   comes;
 - settings that cannot work together stop eftd with one line.
@@ -562,6 +563,28 @@ class DurableLeaseTest(ClusterBase):
         self.assertLess(time.time() - started, ACK_WAIT_MS / 1000.0)
         self.publish(again, "back")
         self.assertEqual(read_bodies(c, 1, 10, ack=True), ["back"])
+
+
+    def test_after_nats_comes_back_the_holder_claims_again(self):
+        a, b = self.node("a"), self.node("b")
+        held = self.attempt(a, self.ACTIVEMQ)
+        self.assertIsNotNone(held)
+        nats = self.nats[0]
+        written = stream_last_seq(nats.port, "KV_EFT_LEASES")
+        nats.kill()
+        wait_for(lambda: "lost NATS" in a.read_log(), 15, "node a to see NATS gone")
+        # down longer than the lease's max_age: it may be gone when NATS is back
+        time.sleep(ACK_WAIT_MS / 1000.0 + 0.5)
+        nats.start()
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
+        # a writes its lease again (a claim is a write to the bucket)
+        wait_for(lambda: stream_last_seq(nats.port, "KV_EFT_LEASES") > written and
+                 stream_messages(nats.port, "KV_EFT_LEASES") == 1, 10,
+                 "a to claim its lease again")
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ))
+        self.publish(b, "back")
+        self.assertEqual(read_bodies(held, 1, 10), ["back"])
 
 
 class TopicTest(ClusterBase):
