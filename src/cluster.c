@@ -998,6 +998,10 @@ lease_put_answer(struct cluster *cl, struct cq *q, const char *data, size_t len)
 		return;
 	}
 	/* no bucket (NATS servers new), no JetStream: again later */
+	if (!failed) {
+		desc = "no answer from JetStream";
+		dlen = strlen(desc);
+	}
 	log_warn("cluster: lease of %s not stored: %.*s; retrying", q->consumer, (int)dlen, desc);
 	q->lease_retry_ms = now_ms(cl) + LEASE_RETRY_MS;
 }
