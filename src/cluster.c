@@ -33,6 +33,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <nats/nats.h>
+#include <sodium.h>
 #include <uthash.h>
 
 #include "eft/address.h"
@@ -94,6 +95,15 @@ struct cq {
 	bool sweeping;             /* a request of the sweep is out */
 	uint64_t swept_ms;
 	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
+	/* A durable subscription's lease (section "the lease" below): */
+	uint64_t lease_rev;        /* its revision as this node last stored it; 0: none */
+	bool lease_held;           /* this node holds it: pulls wait for that */
+	bool lease_out;            /* a claim, renewal or read of it is out */
+	bool lease_refused;        /* another node holds it: the subscriber here was ended */
+	uint64_t lease_seq;        /* the SUBSCRIBE's RECEIPT waits for the claim too */
+	uint64_t lease_renewed_ms; /* when it was last stored */
+	uint64_t lease_retry_ms;   /* no claim or renewal before this (after a failure) */
+	uint64_t lease_refused_ms; /* when a claim was first refused (0: not yet) */
 };
 
 /* A topic this node has subscribers on. */
@@ -124,7 +134,11 @@ enum api_kind {
 	API_DELETE,
 	API_FLOOR,         /* a queue's consumer: its ack floor, for the sweep */
 	API_PURGE,         /* ... what the stream kept below it */
-	API_STATS          /* what waits in partition qid (cluster-stats-ms) */
+	API_STATS,         /* what waits in partition qid (cluster-stats-ms) */
+	API_LEASE_STREAM,
+	API_LEASE_PUT,
+	API_LEASE_GET,
+	API_LEASE_DELETE
 };
 struct api {
 	UT_hash_handle hh;         /* in cl->apis, by id */
@@ -200,6 +214,8 @@ struct cluster {
 	uint64_t stream_asked_ms;        /* when the queue streams were last asked for */
 	bool topics_ready;               /* the durable subscriptions' stream */
 	uint64_t topics_asked_ms;
+	bool leases_ready;               /* ... and their leases' (KV_EFT_LEASES) */
+	uint64_t leases_asked_ms;
 	size_t ndurable;                 /* cqs of durable subscriptions here */
 	bool ever_connected;
 	struct event *state_ev;          /* libnats threads wake the loop with it */
@@ -481,6 +497,8 @@ static void swept(struct cluster *cl, struct cq *q, bool failed, const char *dat
 static void republish(struct cluster *cl);
 static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
+static bool lease_answer(struct cluster *cl, const struct api *a, const char *data, size_t len);
+static void lease_request_lost(struct cluster *cl, const struct api *a);
 
 static void
 ask_info(struct cluster *cl, enum api_kind kind, uint32_t part, const char *stream)
@@ -619,6 +637,10 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	if (a == NULL)
 		return;
 	HASH_DEL(cl->apis, a);
+	if (lease_answer(cl, a, data, len)) {
+		free(a);
+		return;
+	}
 	int64_t code = 0;
 	const char *desc = "";
 	size_t dlen = 0;
@@ -653,6 +675,11 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 	case API_MARK:
 		mark_answer(cl, a->qid, failed, code, data, len);
 		break;
+	case API_LEASE_STREAM:
+	case API_LEASE_PUT:
+	case API_LEASE_GET:
+	case API_LEASE_DELETE:
+		break; /* lease_answer's */
 	case API_FLOOR:
 	case API_PURGE: {
 		struct cq *q = cq_of(cl, a->qid);
@@ -889,6 +916,8 @@ refill(struct cluster *cl, struct cq *q)
 {
 	if (!q->consumer_ready || q->pulling || !cl->connected || cl->parts[q->part].marking)
 		return;
+	if (q->durable && !q->lease_held)
+		return; /* another node may have a live subscriber */
 	size_t held = dest_depth(q->dest) + dest_unacked(q->dest);
 	if (held >= q->window || q->window - held < q->window / 2 + 1)
 		return;
@@ -1198,6 +1227,325 @@ poll_all(struct cluster *cl)
 		drain(t->sub, cl, on_topic, t);
 }
 
+/* ---- the durable subscription's lease: one live subscriber cluster-wide ----
+ *
+ * A key per durable subscription in a JetStream key-value bucket
+ * (EFT_LEASES, stream KV_EFT_LEASES), key d_NAME (its consumer's name),
+ * value {"node":"NODE"}.  The bucket's max_age is the ack wait: a lease not
+ * renewed for that long (its node died) is gone.  Every write says which
+ * revision it expects (Nats-Expected-Last-Subject-Sequence), so two nodes
+ * cannot both hold it: a claim expects 0 (none), a renewal its own last
+ * revision; JetStream refuses the other with 10071. */
+
+#define LEASE_STREAM "KV_EFT_LEASES"
+#define LEASE_SUBJECT "$KV.EFT_LEASES."  /* + d_NAME */
+#define LEASE_RETRY_MS 1000     /* a claim or renewal that failed otherwise: again after this */
+/* A claim refused is tried again for this long before the subscriber gets
+ * the ERROR: the holder's release (its subscriber just left there) may be
+ * on its way. */
+#define LEASE_REFUSE_MS 500
+#define LEASE_REFUSE_STEP_MS 100
+
+static void
+lease_create_stream(struct cluster *cl)
+{
+	char json[512];
+	uint64_t ttl_ns = (uint64_t)cl->cfg->cluster_ack_wait_ms * 1000000ull;
+	/* JetStream refuses a duplicate window longer than max_age. */
+	uint64_t window_ns = ttl_ns < 120000000000ull ? ttl_ns : 120000000000ull;
+	cl->leases_asked_ms = now_ms(cl);
+	snprintf(json, sizeof(json), "{\"name\":\"" LEASE_STREAM "\",\"subjects\":[\""
+	    LEASE_SUBJECT ">\"],\"retention\":\"limits\",\"max_msgs_per_subject\":1,"
+	    "\"storage\":\"file\",\"num_replicas\":%u,\"max_age\":%llu,"
+	    "\"duplicate_window\":%llu,\"deny_delete\":false,\"allow_rollup_hdrs\":true}",
+	    cl->cfg->cluster_replicas, (unsigned long long)ttl_ns,
+	    (unsigned long long)window_ns);
+	if (api_request(cl, API_LEASE_STREAM, 0, "$JS.API.STREAM.CREATE." LEASE_STREAM, json) != 0)
+		log_error("cluster: cannot ask for stream " LEASE_STREAM " (out of memory or "
+		    "disconnected)");
+}
+
+/* Store q's lease, expecting revision q->lease_rev (0: nobody holds it). */
+static void
+lease_put(struct cluster *cl, struct cq *q)
+{
+	char subject[SUBJECT_MAX + 32], reply[128], value[sizeof(cl->token) + 16], expect[24];
+	snprintf(subject, sizeof(subject), LEASE_SUBJECT "%s", q->consumer);
+	int vlen = snprintf(value, sizeof(value), "{\"node\":\"%s\"}", cl->token);
+	snprintf(expect, sizeof(expect), "%" PRIu64, q->lease_rev);
+	struct api *a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return;
+	a->id = ++cl->next_api;
+	a->sent_ms = now_ms(cl);
+	a->kind = API_LEASE_PUT;
+	a->qid = q->qid;
+	snprintf(reply, sizeof(reply), "%s.a.%" PRIu64, cl->inbox, a->id);
+	natsMsg *nm = NULL;
+	natsStatus st = natsMsg_Create(&nm, subject, reply, value, vlen);
+	if (st == NATS_OK)
+		st = natsMsgHeader_Set(nm, "Nats-Expected-Last-Subject-Sequence", expect);
+	if (st == NATS_OK)
+		st = natsConnection_PublishMsg(cl->nc, nm);
+	natsMsg_Destroy(nm);
+	if (st != NATS_OK) {
+		free(a);
+		q->lease_retry_ms = now_ms(cl) + LEASE_RETRY_MS;
+		return;
+	}
+	HASH_ADD(hh, cl->apis, id, sizeof(a->id), a);
+	q->lease_out = true;
+}
+
+static void
+lease_claim(struct cluster *cl, struct cq *q)
+{
+	if (q->durable && cl->connected && cl->leases_ready && !q->lease_out && !q->lease_refused)
+		lease_put(cl, q);
+}
+
+/* Who holds q's lease: read it (a refused claim or renewal). */
+static void
+lease_get(struct cluster *cl, struct cq *q)
+{
+	char json[SUBJECT_MAX + 64];
+	snprintf(json, sizeof(json), "{\"last_by_subj\":\"" LEASE_SUBJECT "%s\"}", q->consumer);
+	if (api_request(cl, API_LEASE_GET, q->qid, "$JS.API.STREAM.MSG.GET." LEASE_STREAM,
+	    json) == 0)
+		q->lease_out = true;
+	else
+		q->lease_retry_ms = now_ms(cl) + LEASE_RETRY_MS;
+}
+
+/* Delete revision rev, this node's: if the lease passed to another node
+ * meanwhile, rev is gone already and the delete fails harmlessly (a purge by
+ * subject would remove the other node's). */
+static void
+lease_delete(struct cluster *cl, uint64_t rev)
+{
+	char json[64];
+	snprintf(json, sizeof(json), "{\"seq\":%" PRIu64 ",\"no_erase\":true}", rev);
+	api_request(cl, API_LEASE_DELETE, 0, "$JS.API.STREAM.MSG.DELETE." LEASE_STREAM, json);
+}
+
+/* A durable subscription's first subscriber here: its RECEIPT waits for the
+ * claim, made once the bucket is there. */
+static void
+lease_opened(struct cluster *cl, struct cq *q)
+{
+	q->lease_seq = hold_seq(cl);
+	if (cl->leases_ready)
+		lease_claim(cl, q);
+	else if (cl->connected && (cl->leases_asked_ms == 0 ||
+	    now_ms(cl) - cl->leases_asked_ms >= 1000))
+		lease_create_stream(cl);
+}
+
+/* Its last subscriber here left (or eftd stops). */
+static void
+lease_release(struct cluster *cl, struct cq *q)
+{
+	if (q->durable && q->lease_rev != 0 && cl->connected)
+		lease_delete(cl, q->lease_rev);
+	q->lease_rev = 0;
+	q->lease_held = false;
+	release_seq(cl, &q->lease_seq);
+}
+
+/* Another node holds it: the subscriber here gets the ERROR (the core
+ * closes its connection later, which frees q; q is not touched after the
+ * call all the same). */
+static void
+lease_refuse(struct cluster *cl, struct cq *q, const char *node, size_t node_len)
+{
+	log_info("cluster: durable subscription %s has a live subscriber on node %.*s: the one "
+	    "here gets an ERROR", q->consumer, (int)node_len, node);
+	q->lease_held = false;
+	q->lease_refused = true;
+	q->lease_rev = 0;
+	uint64_t seq = q->lease_seq;
+	q->lease_seq = 0;
+	if (cl->events->durable_refused != NULL)
+		cl->events->durable_refused(cl->events->arg, q->dest);
+	/* after the call: its RECEIPT, not kept, has been cut out */
+	release_seq(cl, &seq);
+}
+
+static void
+lease_put_answer(struct cluster *cl, struct cq *q, const char *data, size_t len)
+{
+	int64_t code = 0, seq = 0;
+	const char *desc = "";
+	size_t dlen = 0;
+	bool failed = cluster_json_error(data, len, &code, &desc, &dlen);
+	bool stored = !failed && cluster_json_int(data, len, "seq", &seq) && seq > 0;
+	if (q == NULL) {
+		/* its subscriber left before the answer came */
+		if (stored && cl->connected)
+			lease_delete(cl, (uint64_t)seq);
+		return;
+	}
+	q->lease_out = false;
+	if (stored) {
+		if (!q->lease_held)
+			log_debug("cluster: lease of %s claimed, revision %" PRId64, q->consumer, seq);
+		q->lease_rev = (uint64_t)seq;
+		q->lease_held = true;
+		q->lease_renewed_ms = now_ms(cl);
+		q->lease_refused_ms = 0;
+		release_seq(cl, &q->lease_seq);
+		refill(cl, q);
+		return;
+	}
+	if (failed && code == 10071) {
+		/* held: by whom? */
+		lease_get(cl, q);
+		return;
+	}
+	/* no bucket (NATS servers new), no JetStream: again later */
+	if (!failed) {
+		desc = "no answer from JetStream";
+		dlen = strlen(desc);
+	}
+	log_warn("cluster: lease of %s not stored: %.*s; retrying", q->consumer, (int)dlen, desc);
+	q->lease_retry_ms = now_ms(cl) + LEASE_RETRY_MS;
+}
+
+static void
+lease_get_answer(struct cluster *cl, struct cq *q, const char *data, size_t len)
+{
+	if (q == NULL)
+		return;
+	q->lease_out = false;
+	int64_t code = 0, seq = 0;
+	const char *desc = "", *b64 = NULL, *node = NULL;
+	size_t dlen = 0, blen = 0, nlen = 0, vlen = 0;
+	bool failed = cluster_json_error(data, len, &code, &desc, &dlen);
+	if (failed && code == 10037) {
+		/* none now: aged out or released since */
+		q->lease_rev = 0;
+		lease_claim(cl, q);
+		return;
+	}
+	char value[512];
+	if (failed || !cluster_json_int(data, len, "seq", &seq) ||
+	    !cluster_json_string(data, len, "data", &b64, &blen) ||
+	    sodium_base642bin((unsigned char *)value, sizeof(value) - 1, b64, blen, NULL, &vlen,
+	    NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		log_warn("cluster: lease of %s cannot be read: %.*s; retrying", q->consumer,
+		    (int)(failed ? dlen : len > 200 ? 200 : len), failed ? desc : data);
+		q->lease_retry_ms = now_ms(cl) + LEASE_RETRY_MS;
+		return;
+	}
+	value[vlen] = '\0';
+	if (!cluster_json_string(value, vlen, "node", &node, &nlen)) {
+		node = "?";
+		nlen = 1;
+	}
+	if (nlen == strlen(cl->token) && memcmp(node, cl->token, nlen) == 0) {
+		/* This node's: from before a restart (node names are unique), or
+		 * an answer lost.  Nobody else subscribes here (proto.c): take it. */
+		q->lease_rev = (uint64_t)seq;
+		lease_claim(cl, q);
+		return;
+	}
+	uint64_t now = now_ms(cl);
+	if (!q->lease_held && q->lease_refused_ms == 0)
+		q->lease_refused_ms = now;
+	if (!q->lease_held && now - q->lease_refused_ms < LEASE_REFUSE_MS) {
+		q->lease_rev = 0;
+		q->lease_retry_ms = now + LEASE_REFUSE_STEP_MS;
+		return;
+	}
+	lease_refuse(cl, q, node, nlen);
+}
+
+/* An answer to a lease request: true if a was one. */
+static bool
+lease_answer(struct cluster *cl, const struct api *a, const char *data, size_t len)
+{
+	int64_t code = 0;
+	const char *desc = "";
+	size_t dlen = 0;
+	log_debug("cluster: JetStream answered lease request %" PRIu64 ": %.*s", a->id,
+	    (int)(len > 300 ? 300 : len), data);
+	switch (a->kind) {
+	case API_LEASE_STREAM:
+		if (cluster_json_error(data, len, &code, &desc, &dlen) && code != 10058) {
+			log_error("cluster: JetStream refused stream " LEASE_STREAM ": %.*s (%" PRId64
+			    ")", (int)dlen, desc, code);
+			return true;
+		}
+		if (code == 10058)
+			log_warn("cluster: stream " LEASE_STREAM " exists with other settings (%.*s); "
+			    "using it", (int)dlen, desc);
+		if (!cl->leases_ready)
+			log_info("cluster: durable subscriptions' lease stream " LEASE_STREAM " ready");
+		cl->leases_ready = true;
+		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+			if (!q->lease_held)
+				lease_claim(cl, q);
+		return true;
+	case API_LEASE_PUT:
+		lease_put_answer(cl, cq_of(cl, a->qid), data, len);
+		return true;
+	case API_LEASE_GET:
+		lease_get_answer(cl, cq_of(cl, a->qid), data, len);
+		return true;
+	case API_LEASE_DELETE:
+		if (cluster_json_error(data, len, &code, &desc, &dlen))
+			log_debug("cluster: a lease was not deleted (passed on, or aged out): %.*s",
+			    (int)dlen, desc);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A lease request whose answer never came: tried again from the tick. */
+static void
+lease_request_lost(struct cluster *cl, const struct api *a)
+{
+	struct cq *q = a->kind == API_LEASE_PUT || a->kind == API_LEASE_GET ? cq_of(cl, a->qid) :
+	    NULL;
+	if (q != NULL)
+		q->lease_out = false;
+}
+
+/* Connected again: every lease is claimed again (with the revision this
+ * node last stored, or 0), and nothing is pulled until it is back. */
+static void
+leases_reconnected(struct cluster *cl)
+{
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		q->lease_held = false;
+		q->lease_out = false;
+		q->lease_retry_ms = 0;
+	}
+	if (cl->ndurable == 0)
+		return;
+	lease_create_stream(cl);
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+		lease_claim(cl, q);
+}
+
+/* Renewed every third of the ack wait (its max_age), as the +WPI of what
+ * is held here; claims refused or failed are tried again. */
+static void
+leases_tick(struct cluster *cl, uint64_t now)
+{
+	if (cl->ndurable == 0)
+		return;
+	if (!cl->leases_ready && now - cl->leases_asked_ms >= 1000)
+		lease_create_stream(cl);
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		if (!q->durable || q->lease_out || q->lease_refused || now < q->lease_retry_ms)
+			continue;
+		if (!q->lease_held || now - q->lease_renewed_ms >= cl->cfg->cluster_ack_wait_ms / 3)
+			lease_claim(cl, q);
+	}
+}
+
 /* ---- connection state, on the loop ---- */
 
 static int
@@ -1261,6 +1609,7 @@ connected(struct cluster *cl)
 	create_queue_streams(cl, true);
 	if (cl->ndurable > 0)
 		create_stream(cl, true, 0);
+	leases_reconnected(cl);
 }
 
 static void
@@ -1307,6 +1656,7 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 			if (sq != NULL)
 				sq->sweeping = false;
 		}
+		lease_request_lost(cl, a);
 		struct cq *q = a->kind == API_CONSUMER ? cq_of(cl, a->qid) : NULL;
 		if (q != NULL) {
 			log_info("cluster: no answer from JetStream for consumer %s; asking again",
@@ -1471,6 +1821,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 		create_stream(cl, true, 0);
 	republish(cl);
 	forget_lost_requests(cl, now);
+	leases_tick(cl, now);
 	if (cl->queues != NULL && now - cl->progress_ms >= cl->cfg->cluster_ack_wait_ms / 3) {
 		cl->progress_ms = now;
 		keep_held(cl);
@@ -1588,8 +1939,10 @@ pull_for(struct cluster *cl, struct dest *d, const struct sub *s, bool durable, 
 			create_stream(cl, true, 0);
 		/* What is published before JetStream has the consumer is not kept
 		 * for it: the SUBSCRIBE's RECEIPT waits for it. */
-		if (durable)
+		if (durable) {
 			q->ready_seq = hold_seq(cl);
+			lease_opened(cl, q);
+		}
 		if (stream_ready(cl, q))
 			create_consumer(cl, q);
 	}
@@ -1634,6 +1987,7 @@ cluster_sub_removed(struct cluster *cl, struct dest *d, const struct sub *s)
 	if (q->durable)
 		cl->ndurable--;
 	release_seq(cl, &q->ready_seq);
+	lease_release(cl, q);
 	HASH_DEL(cl->queues, q);
 	HASH_DELETE(hh_consumer, cl->by_consumer, q);
 	free(q);
@@ -2240,6 +2594,8 @@ cluster_stop(struct cluster *cl)
 	if (cl == NULL)
 		return;
 	dests_foreach_mutable(cl->env.dests, give_back_all, cl);
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+		lease_release(cl, q);
 	atomic_store(&cl->closing, true);
 	if (cl->nc != NULL) {
 		/* What was written to the connection's buffer goes out now: the

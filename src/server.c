@@ -15,11 +15,15 @@
 
 #include "eft/broker.h"
 #include "eft/conn.h"
+#include "eft/dest.h"
+#include "eft/durable.h"
 #include "eft/hold.h"
 #include "eft/listener.h"
 #include "eft/log.h"
 #include "eft/policy.h"
+#include "eft/proto.h"
 #include "eft/server.h"
+#include "eft/sub.h"
 #include "eft/tls.h"
 
 /* The backend asks (cluster: to keep what is held here in progress). */
@@ -49,6 +53,33 @@ revoke_unacked(void *arg, bool (*revoke)(struct msg *m, void *fnarg), void *fnar
 			sub_wake(s);
 	}
 	return n;
+}
+
+/* The backend asks (cluster: another node holds d's lease).  A durable
+ * subscription has one subscriber here at most (proto.c checks), so the
+ * walk stops at the first; it runs once per refused claim, not per message. */
+static void
+durable_refused(void *arg, struct dest *d)
+{
+	struct broker *b = arg;
+	for (struct conn *c = b->set->conns; c != NULL; c = c->next) {
+		struct sub *s, *tmp;
+		HASH_ITER(hh, c->session->ep.subs, s, tmp) {
+			if (s->dest != d)
+				continue;
+			if (conn_is_closing(c))
+				return;
+			char detail[320];
+			snprintf(detail, sizeof(detail), "Another connection is subscribed to durable "
+			    "subscription '%s', on another node of the cluster.",
+			    durable_shown(dest_name(d)));
+			log_info("%s: durable subscription '%s' is held by another cluster node: "
+			    "subscriber ended", c->peer, durable_shown(dest_name(d)));
+			conn_cut_held(c); /* its SUBSCRIBE's RECEIPT waited for the claim */
+			proto_end(c, "durable subscription in use", detail);
+			return;
+		}
+	}
 }
 
 /* ---- output flushing ---- */
@@ -232,6 +263,7 @@ server_new(struct event_base *base, const struct config *cfg)
 	}
 	b->be_events.each_unacked = each_unacked;
 	b->be_events.revoke_unacked = revoke_unacked;
+	b->be_events.durable_refused = durable_refused;
 	return b;
 }
 

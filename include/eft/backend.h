@@ -156,6 +156,11 @@ struct backend_events {
 	 * how many. */
 	size_t (*revoke_unacked)(void *arg, bool (*revoke)(struct msg *m, void *fnarg),
 	    void *fnarg);
+	/* Durable subscription d (/durable/NAME) has a live subscriber on
+	 * another node (the cluster's lease): end d's subscriber here with the
+	 * ERROR a second subscriber gets on one node, cutting out its RECEIPTs
+	 * not yet kept.  Its connection closes later, not during the call. */
+	void (*durable_refused)(void *arg, struct dest *d);
 };
 
 /* What of the core's state a backend may use, given when it is opened. */

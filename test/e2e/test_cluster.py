@@ -13,6 +13,10 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - nats-server restarted: eftd reconnects, and nothing that had a RECEIPT is
   lost; while it is down SEND and SUBSCRIBE get an ERROR;
 - a 3-node NATS cluster with R3: one NATS node killed loses nothing;
+- a durable subscription has one live subscriber cluster-wide (a lease in
+  JetStream), in both dialects; a kill -9'd node's lease runs out after the
+  ack wait, a restarted node takes its own back at once, and the holder
+  claims it again when NATS comes back;
 - NATS unreachable at start: one line, retries, and it carries on when NATS
   comes;
 - a node cut off from NATS past the ack wait lets go of what it held: the
@@ -472,6 +476,121 @@ class DurableTest(ClusterBase):
         self.assertEqual([g.get("redelivered") for g in got if g.body == b"r1"], ["true"])
 
 
+class DurableLeaseTest(ClusterBase):
+    """A durable subscription has one live subscriber cluster-wide: a lease
+    in JetStream (KV_EFT_LEASES) whose max_age is the ack wait."""
+
+    ACTIVEMQ = [("destination", "/topic/news"), ("id", "d"),
+                ("activemq.subscriptionName", "sub1")]
+    RABBITMQ = [("destination", "/topic/news"), ("id", "rq"), ("durable", "true"),
+                ("auto-delete", "false"), ("ack", "client-individual")]
+
+    def attempt(self, b, h, cid="app"):
+        """SUBSCRIBE with h (and a receipt) on b: the client if it was taken
+        (RECEIPT), None after the ERROR (which must be the one a second
+        subscriber gets on one node, and close the connection)."""
+        c = RawClient(b.port, timeout=10)
+        self.clients.append(c)
+        c.connect("1.2", headers={"client-id": cid})
+        c.send_frame("SUBSCRIBE", h + [("receipt", "s")])
+        f = c.read_frame(10 * SLOW)
+        if f.command == "RECEIPT":
+            return c
+        self.assertEqual((f.command, f["message"]), ("ERROR", "durable subscription in use"))
+        c.expect_closed(10)
+        return None
+
+    def publish(self, b, body):
+        p = self.client(b)
+        send(p, "/topic/news", body, rid="p")
+        p.expect("RECEIPT", 10)
+        p.close()
+
+    def second_claim_refused_then_taken_after_release(self, h, release):
+        a, b = self.node("a"), self.node("b")
+        acks = ("ack", "client-individual") in h
+        first = self.attempt(a, h)
+        self.assertIsNotNone(first)
+        self.assertIsNone(self.attempt(b, h), "a second live subscriber on another node")
+        # the holder's node still delivers to it
+        self.publish(b, "m1")
+        self.assertEqual(read_bodies(first, 1, 10, ack=acks), ["m1"])
+        release(first)
+        # released, not aged out: b takes it at once (well inside the ack wait)
+        started = time.time()
+        second = None
+        while second is None and time.time() - started < 10 * SLOW:
+            second = self.attempt(b, h)
+        self.assertIsNotNone(second)
+        self.assertLess(time.time() - started, ACK_WAIT_MS / 1000.0)
+        self.publish(a, "m2")
+        self.assertEqual(read_bodies(second, 1, 10, ack=acks), ["m2"])
+        # and now a is the one refused
+        self.assertIsNone(self.attempt(a, h))
+
+    def test_second_live_claim_on_another_node_gets_the_error_activemq(self):
+        def unsubscribe(c):  # without the durable headers: the subscription is kept
+            c.send_frame("UNSUBSCRIBE", [("id", "d"), ("receipt", "u")])
+            c.expect("RECEIPT", 10)
+        self.second_claim_refused_then_taken_after_release(self.ACTIVEMQ, unsubscribe)
+
+    def test_second_live_claim_on_another_node_gets_the_error_rabbitmq(self):
+        self.second_claim_refused_then_taken_after_release(self.RABBITMQ, lambda c: c.close())
+
+    def test_a_dead_nodes_lease_runs_out_after_the_ack_wait(self):
+        a, b = self.node("a"), self.node("b")
+        self.assertIsNotNone(self.attempt(a, self.ACTIVEMQ))
+        # renewed: still a's after more than the ack wait
+        time.sleep(1.5 * ACK_WAIT_MS / 1000.0)
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ))
+        a.crash()  # kill -9: nobody releases it
+        crashed = time.time()
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ), "refused inside the ack wait")
+        taken = None
+        while taken is None and time.time() - crashed < ACK_WAIT_MS / 1000.0 + 10 * SLOW:
+            taken = self.attempt(b, self.ACTIVEMQ)
+            if taken is None:
+                time.sleep(0.2)
+        self.assertIsNotNone(taken, "the lease to run out")
+        self.assertGreater(time.time() - crashed, ACK_WAIT_MS / 1000.0 / 3)
+        self.publish(b, "after")
+        self.assertEqual(read_bodies(taken, 1, 10), ["after"])
+
+    def test_a_restarted_node_takes_back_its_own_lease_at_once(self):
+        a = self.node("a")
+        self.assertIsNotNone(self.attempt(a, self.RABBITMQ))
+        a.crash()
+        again = self.node("a")
+        started = time.time()
+        c = self.attempt(again, self.RABBITMQ)
+        self.assertIsNotNone(c, "its own lease, from before the restart")
+        self.assertLess(time.time() - started, ACK_WAIT_MS / 1000.0)
+        self.publish(again, "back")
+        self.assertEqual(read_bodies(c, 1, 10, ack=True), ["back"])
+
+
+    def test_after_nats_comes_back_the_holder_claims_again(self):
+        a, b = self.node("a"), self.node("b")
+        held = self.attempt(a, self.ACTIVEMQ)
+        self.assertIsNotNone(held)
+        nats = self.nats[0]
+        written = stream_last_seq(nats.port, "KV_EFT_LEASES")
+        nats.kill()
+        wait_for(lambda: "lost NATS" in a.read_log(), 15, "node a to see NATS gone")
+        # down longer than the lease's max_age: it may be gone when NATS is back
+        time.sleep(ACK_WAIT_MS / 1000.0 + 0.5)
+        nats.start()
+        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
+        # a writes its lease again (a claim is a write to the bucket)
+        wait_for(lambda: stream_last_seq(nats.port, "KV_EFT_LEASES") > written and
+                 stream_messages(nats.port, "KV_EFT_LEASES") == 1, 10,
+                 "a to claim its lease again")
+        self.assertIsNone(self.attempt(b, self.ACTIVEMQ))
+        self.publish(b, "back")
+        self.assertEqual(read_bodies(held, 1, 10), ["back"])
+
+
 class TopicTest(ClusterBase):
     def test_fanout_across_three_nodes_once_each(self):
         nodes = [self.node(n) for n in "abc"]
@@ -647,7 +766,7 @@ class CutOffTest(ClusterBase):
                    % (url, name, self.ACK_WAIT_MS), listen=listen)
         self.nodes.append(b)
         b.start()
-        wait_for(lambda: "queue stream EFT_QUEUES ready" in b.read_log(), 30,
+        wait_for(lambda: "queue streams EFT_Q_0.." in b.read_log(), 30,
                  "node %s to see the queue stream" % name)
         return b
 
