@@ -11,8 +11,8 @@
 
 #include "eft/msg.h"
 
-/* Subjects:  eft.q.NAME (queues, in the stream), eft.t.NAME (topics),
- * eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
+/* Subjects:  eft.q.NAME (queues, in the stream), eft.t.E1.E2....$ (topics,
+ * below), eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
  * escaped as one token (cluster_escape). */
 #define CLUSTER_STREAM "EFT_QUEUES"
 #define CLUSTER_QUEUE_SUBJECTS "eft.q.>"
@@ -31,6 +31,29 @@
 size_t cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len);
 /* The reverse, in place on a token; the length, or -1 if malformed. */
 long cluster_unescape(char *token, size_t len);
+
+/* Topic subjects: eft.t. + one token per element of the name (escaped on
+ * its own as cluster_escape does, an empty element as "=", which no escaped
+ * element is) + the end token "$" (escaped elements never are "$"):
+ * "chat.a.b" -> "eft.t.chat.a.b.$", "a..b" -> "eft.t.a.=.b.$".  So NATS's
+ * wildcards, which match whole tokens, can stand for eft's patterns.  Both
+ * write a NUL-terminated subject into out (cap bytes): its length, or 0 if
+ * it would not fit.  A name (after /topic/), wildcard elements included,
+ * which are then plain elements (escaped): */
+#define CLUSTER_TOPIC_PREFIX "eft.t."
+#define CLUSTER_TOPIC_END "$"
+size_t cluster_topic_subject(char *out, size_t cap, const char *name, size_t len);
+/* A subscription's pattern (subject.h; a plain name maps as above): '*' ->
+ * "*", a final '>' -> "*.>", a final '#' (or run of them) -> ">" with no end
+ * token; elsewhere ".$" ends it.  A '#' before the end (subject_inner_hash)
+ * cannot be said in NATS: the elements before it, then ">", with *exact
+ * false (the subject is wider: match each message's name again).  0 for a
+ * malformed pattern too. */
+size_t cluster_topic_filter(char *out, size_t cap, const char *pat, size_t len, bool *exact);
+/* The name a topic subject (subject, len bytes, as cluster_topic_subject
+ * makes them) stands for, into out (cap bytes, not NUL-terminated): its
+ * length, or -1 if subject is not one or out is too small. */
+long cluster_topic_name(const char *subject, size_t len, char *out, size_t cap);
 
 /* The payload of a message between nodes:
  *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered, 8 now-or-never), priority,
