@@ -161,6 +161,80 @@ test_topic_inexact_filtering(void **state)
 	}
 }
 
+/* NATS's subject matching: '*' one token, '>' (last) one or more. */
+static bool
+nats_match(const char *filter, const char *subject)
+{
+	for (;;) {
+		size_t fl = strcspn(filter, "."), sl = strcspn(subject, ".");
+		if (fl == 1 && filter[0] == '>')
+			return true;        /* the subject has a token left: we are here */
+		if (!(fl == 1 && filter[0] == '*') && (fl != sl || memcmp(filter, subject, fl) != 0))
+			return false;
+		if (filter[fl] == '\0' || subject[sl] == '\0')
+			return filter[fl] == subject[sl];
+		filter += fl + 1;
+		subject += sl + 1;
+	}
+}
+
+/* Every well-formed pattern of up to 3 elements over {a, "", *, >, #}
+ * against every name of up to 4 elements over {a, b, "", *}: a name the
+ * pattern matches (subject_match) has a subject its filter matches in NATS,
+ * and an exact filter matches no other. */
+static void
+test_topic_filters_agree_with_subject_match(void **state)
+{
+	(void)state;
+	static const char *pel[] = { "a", "", "*", ">", "#" }, *nel[] = { "a", "b", "", "*" };
+	char pat[32], name[32], filter[128], subject[128];
+	size_t checked = 0, wider = 0;
+	for (int plen = 1; plen <= 3; plen++) {
+		for (int pi = 0; pi < 125; pi++) {
+			int pc = pi;
+			pat[0] = '\0';
+			for (int e = 0; e < plen; e++, pc /= 5)
+				snprintf(pat + strlen(pat), sizeof(pat) - strlen(pat), "%s%s", e ? "." : "",
+				    pel[pc % 5]);
+			if (pi >= (plen == 1 ? 5 : plen == 2 ? 25 : 125))
+				break;
+			bool exact;
+			if (subject_parse(pat, strlen(pat), NULL) < 0) {
+				assert_int_equal(cluster_topic_filter(filter, sizeof(filter), pat,
+				    strlen(pat), &exact), 0);
+				continue;
+			}
+			assert_true(cluster_topic_filter(filter, sizeof(filter), pat, strlen(pat),
+			    &exact) > 0);
+			for (int nlen = 1; nlen <= 4; nlen++) {
+				int count = nlen == 1 ? 4 : nlen == 2 ? 16 : nlen == 3 ? 64 : 256;
+				for (int ni = 0; ni < count; ni++) {
+					int nc = ni;
+					name[0] = '\0';
+					for (int e = 0; e < nlen; e++, nc /= 4)
+						snprintf(name + strlen(name), sizeof(name) - strlen(name), "%s%s",
+						    e ? "." : "", nel[nc % 4]);
+					assert_true(cluster_topic_subject(subject, sizeof(subject), name,
+					    strlen(name)) > 0);
+					bool want = subject_match(pat, strlen(pat), name, strlen(name));
+					bool got = nats_match(filter, subject);
+					if (want && !got)
+						fail_msg("'%s' matches '%s', but NATS's %s misses %s", pat, name,
+						    filter, subject);
+					if (exact && got && !want)
+						fail_msg("'%s' does not match '%s', yet exact %s takes %s", pat,
+						    name, filter, subject);
+					wider += got && !want;
+					checked++;
+				}
+			}
+		}
+	}
+	print_message("%zu pairs, %zu wider\n", checked, wider);
+	assert_true(checked > 10000);
+	assert_true(wider > 0);     /* the inexact ones were tried */
+}
+
 static void
 check_round_trip(struct msg_pool *pool, struct msg *m)
 {
@@ -327,6 +401,7 @@ main(void)
 		cmocka_unit_test(test_topic_subjects),
 		cmocka_unit_test(test_topic_filters),
 		cmocka_unit_test(test_topic_inexact_filtering),
+		cmocka_unit_test(test_topic_filters_agree_with_subject_match),
 		cmocka_unit_test(test_payload_round_trip),
 		cmocka_unit_test(test_payload_damage),
 		cmocka_unit_test(test_json),
