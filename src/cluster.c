@@ -1275,6 +1275,12 @@ cluster_node(const struct cluster *cl)
 	return cl->node;
 }
 
+uint64_t
+cluster_topic_filtered(const struct cluster *cl)
+{
+	return cl->topic_filtered;
+}
+
 /* ---- the cluster as a backend ---- */
 
 static void

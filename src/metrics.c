@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "eft/broker.h"
+#include "eft/cluster.h"
 #include "eft/dest.h"
 #include "eft/frame.h"
 #include "eft/metrics.h"
@@ -267,5 +268,9 @@ metrics_render(struct broker *b, struct sbuf *out)
 		family(out, "eft_journal_fsync_max_seconds", "gauge", "The longest fsync since start.");
 		sbuf_printf(out, "eft_journal_fsync_max_seconds %.6f\n", (double)bs.sync_max_us / 1e6);
 	}
+	if (b->cluster != NULL)
+		counter(out, "eft_cluster_topic_filtered_total", "Topic messages from NATS that a "
+		    "pattern with '#' before its end did not match (its NATS subject is wider).",
+		    cluster_topic_filtered(b->cluster));
 	process(b, out);
 }

@@ -44,6 +44,9 @@ bool cluster_busy(const struct cluster *cl);
 uint64_t cluster_promised(const struct cluster *cl);
 /* This node's name, and its token in subjects and temp-queue names. */
 const char *cluster_node(const struct cluster *cl);
+/* Topic messages that came for a pattern with '#' before its end (whose
+ * NATS subject is wider) and did not match it: dropped, since start. */
+uint64_t cluster_topic_filtered(const struct cluster *cl);
 
 /* Why cluster_send did not send: backend.h's codes. */
 #define CLUSTER_NOMEM BACKEND_NOMEM

@@ -549,7 +549,9 @@ class WildcardAcrossNodesTest(ClusterBase):
         return subs
 
     def test_patterns_on_b_get_exactly_what_a_publishes_once_each(self):
-        a, b = self.node("a"), self.node("b")
+        self.b_admin = harness.free_port()
+        a = self.node("a")
+        b = self.node("b", "listen = http://127.0.0.1:%d\n" % self.b_admin)
         on_b = self.subscribe_all(b)
         # one NATS subscription per pattern: 'w.#' and 'w.#.z' both as eft.t.w.>
         want_subjects = sorted(["eft.t.w.*.$", "eft.t.w.*.>", "eft.t.w.>", "eft.t.w.>",
@@ -573,6 +575,9 @@ class WildcardAcrossNodesTest(ClusterBase):
                 c.expect_nothing(0.1)
         on_b["w.*"].expect_nothing(0.3)
         # b's 'w.#.z' received all of w.> and dropped what did not match
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.b_admin,
+                                    timeout=5 * SLOW) as r:
+            self.assertIn("\neft_cluster_topic_filtered_total 4\n", r.read().decode())
         self.assertEqual(b.stop(), 0)
         self.assertIn("cluster: 4 topic messages dropped", b.read_log())
 
