@@ -6,6 +6,10 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - queue messages sent on one node reach consumers on two nodes, each once,
   checksummed (20,000 of them);
 - topics fan out across nodes, once per subscriber;
+- wildcard topic subscriptions on one node get exactly what another node
+  publishes, once each (a '#' before the end filtered on the node), durable
+  ones too; a durable one with '#' before the end and queue patterns are
+  refused;
 - RPC through temp-queues with the client and server on different nodes;
 - kill -9 of a node that holds unacknowledged messages: another node gets
   them, redelivered;
