@@ -124,8 +124,7 @@ cluster_topic_subject(char *out, size_t cap, const char *name, size_t len)
 size_t
 cluster_topic_filter(char *out, size_t cap, const char *pat, size_t len, bool *exact)
 {
-	struct subject_error err;
-	int kind = subject_parse(pat, len, &err);
+	int kind = subject_parse(pat, len, NULL);
 	*exact = true;
 	if (kind < 0)
 		return 0;
