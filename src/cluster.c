@@ -13,7 +13,10 @@
  *                    queue messages (INBOX.q.QID) and JetStream API answers
  *                    (INBOX.a.ID);
  *   eft.n.NODE.*     replies to this node's temp-queues;
- *   eft.t.NAME       one per topic with subscribers here.
+ *   eft.t.E1.E2.$    one per topic with subscribers here: per plain name,
+ *                    or per pattern in NATS's wildcards (cluster_wire.h);
+ *                    a pattern with '#' before its end subscribes wider, and
+ *                    each message is matched again (topic_wanted).
  *
  * Queues live in cluster-queue-streams work-queue streams EFT_Q_0.., by a
  * hash of their name (cluster_wire.h): one stream's leader no longer carries
@@ -45,6 +48,7 @@
 #include "eft/log.h"
 #include "eft/msg.h"
 #include "eft/sub.h"
+#include "eft/subject.h"
 
 /* A pull request waits this long on the server.  It cannot be taken back:
  * a node whose subscribers left may still get a message for that long, and
@@ -111,6 +115,7 @@ struct ctopic {
 	struct ctopic *next;
 	struct dest *dest;
 	natsSubscription *sub;
+	bool exact;                /* false: the subject is wider than dest's pattern */
 };
 
 /* A queue SEND waiting for JetStream's ack (or, msg NULL, a durable
@@ -217,6 +222,7 @@ struct cluster {
 	bool leases_ready;               /* ... and their leases' (KV_EFT_LEASES) */
 	uint64_t leases_asked_ms;
 	size_t ndurable;                 /* cqs of durable subscriptions here */
+	uint64_t topic_filtered;         /* copies an inexact topic subject brought in vain */
 	bool ever_connected;
 	struct event *state_ev;          /* libnats threads wake the loop with it */
 	struct event *tick_ev;
@@ -1212,10 +1218,29 @@ on_reply(struct cluster *cl, void *arg, natsMsg *nm)
 	reply_arrived(cl, nm);
 }
 
+/* Does a message that t's wider subject brought match t's pattern (one
+ * with '#' before its end)?  Its name is read back from its subject. */
+static bool
+topic_wanted(struct cluster *cl, const struct ctopic *t, natsMsg *nm)
+{
+	const char *subject = natsMsg_GetSubject(nm);
+	char name[SUBJECT_MAX];
+	long n = cluster_topic_name(subject, strlen(subject), name, sizeof(name));
+	size_t plen;
+	const char *pat = queue_part(dest_name(t->dest), dest_name_len(t->dest), &plen);
+	if (n >= 0 && subject_match(pat, plen, name, (size_t)n))
+		return true;
+	cl->topic_filtered++;
+	log_debug("cluster: %s for %s: not a match, dropped", subject, dest_name(t->dest));
+	return false;
+}
+
 static void
 on_topic(struct cluster *cl, void *arg, natsMsg *nm)
 {
-	deliver_remote(cl, ((struct ctopic *)arg)->dest, nm);
+	struct ctopic *t = arg;
+	if (t->exact || topic_wanted(cl, t, nm))
+		deliver_remote(cl, t->dest, nm);
 }
 
 static void
@@ -1863,8 +1888,8 @@ cluster_sub_added(struct cluster *cl, struct dest *d, const struct sub *s)
 		char subject[SUBJECT_MAX];
 		size_t plen;
 		const char *part = queue_part(dest_name(d), dest_name_len(d), &plen);
-		if (t == NULL || cluster_escape(subject, sizeof(subject), "eft.t.", part, plen) == 0 ||
-		    subscribe_sync(cl, &t->sub, subject) != 0) {
+		if (t == NULL || cluster_topic_filter(subject, sizeof(subject), part, plen,
+		    &t->exact) == 0 || subscribe_sync(cl, &t->sub, subject) != 0) {
 			free(t);
 			return -1;
 		}
@@ -1887,10 +1912,16 @@ int
 cluster_durable_added(struct cluster *cl, struct dest *d, const struct sub *s,
     const char *topic, size_t topic_len)
 {
-	/* /durable/NAME pulls from consumer d_NAME of the topic stream */
+	/* /durable/NAME pulls from consumer d_NAME of the topic stream, whose
+	 * filter is the topic's subject (a pattern's in NATS's wildcards: proto.c
+	 * refuses one that cannot be exact) */
 	size_t plen, nlen = dest_name_len(d) - strlen(DURABLE_PREFIX);
 	const char *part = queue_part(topic, topic_len, &plen);
-	return pull_for(cl, d, s, true, 0, "eft.t.", part, plen, "d_",
+	char filter[SUBJECT_MAX];
+	bool exact;
+	if (cluster_topic_filter(filter, sizeof(filter), part, plen, &exact) == 0 || !exact)
+		return -2;
+	return pull_for(cl, d, s, true, 0, filter, "", 0, "d_",
 	    dest_name(d) + strlen(DURABLE_PREFIX), nlen);
 }
 
@@ -2016,7 +2047,7 @@ check_send(const struct cluster *cl, enum address_kind kind, const char *name, s
 		n = cluster_queue_subject(subject, SUBJECT_MAX, cluster_queue_partition(part, plen,
 		    cl->nparts), part, plen);
 	} else {
-		n = cluster_escape(subject, SUBJECT_MAX, "eft.t.", part, plen);
+		n = cluster_topic_subject(subject, SUBJECT_MAX, part, plen);
 	}
 	if (n == 0) {
 		*err = "destination name too long for the cluster";
@@ -2129,6 +2160,18 @@ uint64_t
 cluster_revoked(const struct cluster *cl)
 {
 	return cl->revoked;
+}
+
+uint64_t
+cluster_topic_filtered(const struct cluster *cl)
+{
+	return cl->topic_filtered;
+}
+
+uint64_t
+cluster_swept(const struct cluster *cl)
+{
+	return cl->swept;
 }
 
 /* ---- the cluster as a backend ---- */
@@ -2612,6 +2655,9 @@ cluster_stop(struct cluster *cl)
 		next = t->next;
 		free(t);
 	}
+	if (cl->topic_filtered > 0)
+		log_info("cluster: %" PRIu64 " topic messages dropped: they came for a pattern with "
+		    "'#' before its end, and did not match it", cl->topic_filtered);
 	struct cq *q, *tmp;
 	HASH_ITER(hh, cl->queues, q, tmp) {
 		HASH_DEL(cl->queues, q);

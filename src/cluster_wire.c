@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eft/cluster_wire.h"
+#include "eft/subject.h"
 
 static bool
 token_safe(unsigned char c)
@@ -14,14 +15,12 @@ token_safe(unsigned char c)
 	    c == '-' || c == '_';
 }
 
-size_t
-cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len)
+/* name escaped, appended to out's first n bytes (cap in all), NUL-terminated:
+ * the new length, or 0 if it would not fit. */
+static size_t
+escape_at(char *out, size_t cap, size_t n, const char *name, size_t len)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(prefix);
-	if (n >= cap)
-		return 0;
-	memcpy(out, prefix, n);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
 		size_t need = token_safe(c) ? 1 : 3;
@@ -90,6 +89,17 @@ cluster_queue_streams_of(const char *desc, size_t len, uint32_t *parts)
 	return true;
 }
 
+size_t
+cluster_escape(char *out, size_t cap, const char *prefix, const char *name, size_t len)
+{
+	size_t n = strlen(prefix);
+	if (n >= cap)
+		return 0;
+	memcpy(out, prefix, n);
+	out[n] = '\0';
+	return escape_at(out, cap, n, name, len);
+}
+
 static int
 hex_value(char c)
 {
@@ -119,6 +129,104 @@ cluster_unescape(char *token, size_t len)
 			return -1;
 		token[o++] = (char)(hi << 4 | lo);
 		i += 2;
+	}
+	return (long)o;
+}
+
+/* ---- topic subjects: one token per element ---- */
+
+/* text (static, never empty) appended to out's first n bytes: the new
+ * length, or 0 if it would not fit. */
+static size_t
+append(char *out, size_t cap, size_t n, const char *text)
+{
+	size_t len = strlen(text);
+	if (n + len >= cap)
+		return 0;
+	memcpy(out + n, text, len + 1);
+	return n + len;
+}
+
+/* One element of a name as its token: escaped, or "=" if empty. */
+static size_t
+append_element(char *out, size_t cap, size_t n, const char *e, size_t elen)
+{
+	return elen == 0 ? append(out, cap, n, "=") : escape_at(out, cap, n, e, elen);
+}
+
+static size_t
+element_end(const char *s, size_t len, size_t off)
+{
+	const char *dot = memchr(s + off, '.', len - off);
+	return dot != NULL ? (size_t)(dot - s) : len;
+}
+
+size_t
+cluster_topic_subject(char *out, size_t cap, const char *name, size_t len)
+{
+	size_t n = append(out, cap, 0, CLUSTER_TOPIC_PREFIX);
+	for (size_t off = 0, end; n != 0 && off <= len; off = end + 1) {
+		end = element_end(name, len, off);
+		n = append_element(out, cap, n, name + off, end - off);
+		if (n != 0)
+			n = append(out, cap, n, ".");
+	}
+	return n != 0 ? append(out, cap, n, CLUSTER_TOPIC_END) : 0;
+}
+
+size_t
+cluster_topic_filter(char *out, size_t cap, const char *pat, size_t len, bool *exact)
+{
+	int kind = subject_parse(pat, len, NULL);
+	*exact = true;
+	if (kind < 0)
+		return 0;
+	if (kind == 0)
+		return cluster_topic_subject(out, cap, pat, len);
+	size_t inner = subject_inner_hash(pat, len);
+	*exact = inner == len;
+	size_t n = append(out, cap, 0, CLUSTER_TOPIC_PREFIX);
+	for (size_t off = 0, end; n != 0 && off <= len; off = end + 1) {
+		end = element_end(pat, len, off);
+		size_t elen = end - off;
+		char w = elen == 1 ? pat[off] : '\0';
+		/* '#' (the first of a final run, or one before the end, inexact):
+		 * '>' takes the rest, the end token too; '>' (one or more): "*.>" */
+		if (w == '#')
+			return append(out, cap, n, ">");
+		if (w == '>')
+			return append(out, cap, n, "*.>");
+		n = w == '*' ? append(out, cap, n, "*") : append_element(out, cap, n, pat + off, elen);
+		if (n != 0)
+			n = append(out, cap, n, ".");
+	}
+	return n != 0 ? append(out, cap, n, CLUSTER_TOPIC_END) : 0;
+}
+
+long
+cluster_topic_name(const char *subject, size_t len, char *out, size_t cap)
+{
+	size_t plen = strlen(CLUSTER_TOPIC_PREFIX), elen = strlen(CLUSTER_TOPIC_END);
+	if (len < plen + 1 + elen || memcmp(subject, CLUSTER_TOPIC_PREFIX, plen) != 0 ||
+	    subject[len - elen - 1] != '.' || memcmp(subject + len - elen, CLUSTER_TOPIC_END,
+	    elen) != 0)
+		return -1;
+	const char *tokens = subject + plen;
+	size_t tlen = len - plen - elen - 1, o = 0;
+	for (size_t off = 0, end; off <= tlen; off = end + 1) {
+		end = element_end(tokens, tlen, off);
+		size_t n = end - off;
+		if (o + n + 1 > cap || n == 0)
+			return -1;
+		if (off > 0)
+			out[o++] = '.';
+		if (n == 1 && tokens[off] == '=')
+			continue;      /* an empty element */
+		memcpy(out + o, tokens + off, n);
+		long un = cluster_unescape(out + o, n);
+		if (un <= 0)
+			return -1;
+		o += (size_t)un;
 	}
 	return (long)o;
 }

@@ -316,9 +316,16 @@ metrics_render(struct broker *b, struct sbuf *out)
 		family(out, "eft_journal_fsync_max_seconds", "gauge", "The longest fsync since start.");
 		sbuf_printf(out, "eft_journal_fsync_max_seconds %.6f\n", (double)bs.sync_max_us / 1e6);
 	}
-	if (b->cluster != NULL)
+	if (b->cluster != NULL) {
 		counter(out, "eft_cluster_revoked_total", "Messages a node cut off from NATS past "
 		    "cluster-ack-wait-ms let go of: JetStream gives them to other nodes.",
 		    cluster_revoked(b->cluster));
+		counter(out, "eft_cluster_topic_filtered_total", "Topic messages from NATS that a "
+		    "pattern with '#' before its end did not match (its NATS subject is wider).",
+		    cluster_topic_filtered(b->cluster));
+		counter(out, "eft_cluster_swept_total", "Acknowledged queue messages JetStream still "
+		    "held after a NATS outage (below the consumer's ack floor), removed by this node.",
+		    cluster_swept(b->cluster));
+	}
 	process(b, out);
 }

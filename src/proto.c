@@ -787,15 +787,41 @@ subscribe_pattern(struct conn *c, struct frame *f, struct sub_request *rq, size_
 		    "'%.*s': %s at byte %zu of the name after %s ('*' is one element, '#' "
 		    "any number, '>' one or more at the end; elements are separated by '.').",
 		    SHOWN(dh), err.why, err.pos, rq->kind == ADDR_TOPIC ? TOPIC_PREFIX : QUEUE_PREFIX);
+	/* The cluster carries topic patterns (NATS's own wildcards), not queue
+	 * ones: JetStream refuses overlapping consumers on a work queue. */
 	const struct backend *be = c->broker->backend;
-	if (be != NULL && be->ops->interest_added != NULL)
-		return fail(c, f, "wildcard subscriptions are not supported in cluster mode",
-		    "'%.*s' is a pattern; in cluster mode eftd does not carry wildcard "
-		    "subscriptions between nodes yet. Subscribe to each topic by its name.",
-		    SHOWN(dh));
+	if (be != NULL && be->ops->interest_added != NULL && rq->kind == ADDR_QUEUE)
+		return fail(c, f, "wildcard queue subscriptions are not supported in cluster mode",
+		    "'%.*s' is a pattern; in cluster mode eftd carries wildcard subscriptions to "
+		    "topics only. Subscribe to each queue by its name.", SHOWN(dh));
 	*fixed = prefix + subject_fixed_prefix(subject, len);
 	rq->queue_pattern = rq->kind == ADDR_QUEUE;
 	return RESULT_OK;
+}
+
+/* A durable subscription to a topic pattern in cluster mode: its JetStream
+ * consumer filters by the pattern in NATS's wildcards, which cannot say a
+ * '#' before the end (cluster_wire.h).  RESULT_FAILED after the ERROR. */
+static enum result
+subscribe_durable_pattern(struct conn *c, struct frame *f, const struct sub_request *rq)
+{
+	const struct backend *be = c->broker->backend;
+	if (be == NULL || be->ops->durable_open == NULL || rq->ref.alias == ALIAS_DIRECT ||
+	    rq->ref.alias == ALIAS_FANOUT)
+		return RESULT_OK;
+	const char *subject = rq->ref.name + TOPIC_PREFIX_LEN;
+	size_t len = rq->ref.len - TOPIC_PREFIX_LEN;
+	if (subject_parse(subject, len, NULL) != 1)
+		return RESULT_OK;
+	size_t at = subject_inner_hash(subject, len);
+	if (at == len)
+		return RESULT_OK;
+	return fail(c, f, "wildcard subscriptions are not supported in cluster mode",
+	    "'%.*s' is a durable subscription to a pattern with '#' at byte %zu of the name "
+	    "after " TOPIC_PREFIX ", before its end; in cluster mode a durable subscription's "
+	    "pattern may have '#' only at the end ('*', '>' anywhere they are allowed). "
+	    "Subscribe without a durable name, or with a pattern such as '%.*s'.",
+	    SHOWN(rq->ref.h), at, (int)(at + 1), subject);
 }
 
 /* A true/false header, in any case (clients in Python send "True"), as
@@ -1067,6 +1093,8 @@ subscribe_read(struct conn *c, struct frame *f, struct sub_request *rq)
 		return RESULT_FAILED;
 	rq->durable = rq->kind == ADDR_TOPIC && durable_name(c->session, f, rq->durable_name,
 	    sizeof(rq->durable_name), &rq->durable_len);
+	if (rq->durable && subscribe_durable_pattern(c, f, rq) != RESULT_OK)
+		return RESULT_FAILED;
 	/* RabbitMQ names a durable subscription by its id: without one (STOMP
 	 * 1.0 allows that) it would silently be a plain subscription. */
 	if (rq->kind == ADDR_TOPIC && !rq->has_id && (frame_header_is_nocase(f, "durable", "true") ||

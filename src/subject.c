@@ -202,6 +202,22 @@ subject_match(const char *pat, size_t plen, const char *name, size_t nlen)
 }
 
 size_t
+subject_inner_hash(const char *pat, size_t plen)
+{
+	size_t first = plen;   /* the '#' of the current run of them, if any */
+	for (size_t off = 0, end; off <= plen; off = end + 1) {
+		end = elem_end(pat, plen, off);
+		if (kind_of(pat + off, end - off) == K_HASH) {
+			if (first == plen)
+				first = off;
+		} else if (first != plen) {
+			return first;
+		}
+	}
+	return plen;
+}
+
+size_t
 subject_fixed_prefix(const char *pat, size_t plen)
 {
 	for (size_t off = 0, end; off <= plen; off = end + 1) {

@@ -47,6 +47,12 @@ const char *cluster_node(const struct cluster *cl);
 /* Messages this node let go of, cut off from NATS past the ack wait (they
  * were no longer pending for their subscribers here). */
 uint64_t cluster_revoked(const struct cluster *cl);
+/* Topic messages that came for a pattern with '#' before its end (whose
+ * NATS subject is wider) and did not match it: dropped, since start. */
+uint64_t cluster_topic_filtered(const struct cluster *cl);
+/* Acknowledged queue messages JetStream still held after a NATS outage
+ * (below the consumer's ack floor), removed by this node since start. */
+uint64_t cluster_swept(const struct cluster *cl);
 
 /* Why cluster_send did not send: backend.h's codes. */
 #define CLUSTER_NOMEM BACKEND_NOMEM

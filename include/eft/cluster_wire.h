@@ -11,8 +11,8 @@
 
 #include "eft/msg.h"
 
-/* Subjects:  eft.q.P.NAME (queues, in stream EFT_Q_P), eft.t.NAME (topics),
- * eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
+/* Subjects:  eft.q.P.NAME (queues, in stream EFT_Q_P), eft.t.E1.E2....$
+ * (topics, below), eft.n.NODE.TEMP (a node's temp-queue replies).  NAME and NODE are
  * escaped as one token (cluster_escape).
  *
  * Queues are spread over cluster-queue-streams streams EFT_Q_0.., each a
@@ -51,6 +51,28 @@ size_t cluster_queue_stream_description(char *out, size_t cap, uint32_t partitio
     uint32_t parts);
 /* N from such a description (json string contents); false if it is not one. */
 bool cluster_queue_streams_of(const char *desc, size_t len, uint32_t *parts);
+/* Topic subjects: eft.t. + one token per element of the name (escaped on
+ * its own as cluster_escape does, an empty element as "=", which no escaped
+ * element is) + the end token "$" (escaped elements never are "$"):
+ * "chat.a.b" -> "eft.t.chat.a.b.$", "a..b" -> "eft.t.a.=.b.$".  So NATS's
+ * wildcards, which match whole tokens, can stand for eft's patterns.  Both
+ * write a NUL-terminated subject into out (cap bytes): its length, or 0 if
+ * it would not fit.  A name (after /topic/), wildcard elements included,
+ * which are then plain elements (escaped): */
+#define CLUSTER_TOPIC_PREFIX "eft.t."
+#define CLUSTER_TOPIC_END "$"
+size_t cluster_topic_subject(char *out, size_t cap, const char *name, size_t len);
+/* A subscription's pattern (subject.h; a plain name maps as above): '*' ->
+ * "*", a final '>' -> "*.>", a final '#' (or run of them) -> ">" with no end
+ * token; elsewhere ".$" ends it.  A '#' before the end (subject_inner_hash)
+ * cannot be said in NATS: the elements before it, then ">", with *exact
+ * false (the subject is wider: match each message's name again).  0 for a
+ * malformed pattern too. */
+size_t cluster_topic_filter(char *out, size_t cap, const char *pat, size_t len, bool *exact);
+/* The name a topic subject (subject, len bytes, as cluster_topic_subject
+ * makes them) stands for, into out (cap bytes, not NUL-terminated): its
+ * length, or -1 if subject is not one or out is too small. */
+long cluster_topic_name(const char *subject, size_t len, char *out, size_t cap);
 
 /* The payload of a message between nodes:
  *   "EFT1", flags (1 persistent, 2 dead, 4 redelivered, 8 now-or-never), priority,

@@ -45,6 +45,11 @@ bool subject_match(const char *pat, size_t plen, const char *name, size_t nlen);
  * all of it): "a.b.*" -> 4 ("a.b."), "a.#" -> 1 ("a": '#' also matches zero
  * elements), "a.#.c" -> 1, "*.b" -> 0, "a.>" -> 2. */
 size_t subject_fixed_prefix(const char *pat, size_t plen);
+/* Where the first '#' element that some other element follows is (its byte
+ * offset), or plen if none: "a.#.c" -> 2, "#.c" -> 0, "a.#" and "a.#.#" ->
+ * plen (a final run of '#' is one '#' at the end).  What NATS's '>' cannot
+ * say exactly (cluster_wire.h). */
+size_t subject_inner_hash(const char *pat, size_t plen);
 
 /* A set of patterns, each carrying caller values (void *); the same pattern
  * may carry several values, and the same (pattern, value) more than once.

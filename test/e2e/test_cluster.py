@@ -6,6 +6,10 @@ own.  Over TCP only: the transport to the client is not what is tested.
 - queue messages sent on one node reach consumers on two nodes, each once,
   checksummed (20,000 of them);
 - topics fan out across nodes, once per subscriber;
+- wildcard topic subscriptions on one node get exactly what another node
+  publishes, once each (a '#' before the end filtered on the node), durable
+  ones too; a durable one with '#' before the end and queue patterns are
+  refused;
 - RPC through temp-queues with the client and server on different nodes;
 - kill -9 of a node that holds unacknowledged messages: another node gets
   them, redelivered;
@@ -27,11 +31,13 @@ own.  Over TCP only: the transport to the client is not what is tested.
 """
 
 import hashlib
+import json
 import os
 import subprocess
 import threading
 import time
 import unittest
+import urllib.request
 
 import harness
 from clientscript import HAVE_STOMP_PY
@@ -634,6 +640,124 @@ class TopicTest(ClusterBase):
         p = self.client(a)
         send(p, "/topic/nobody", "x", rid="r")
         p.expect("RECEIPT")
+
+
+def nats_subjects(server, prefix):
+    """The subjects of every subscription NATS has that start with prefix,
+    sorted (one entry per subscription)."""
+    url = "http://127.0.0.1:%d/subsz?subs=1&limit=100000" % server.http_port
+    with urllib.request.urlopen(url, timeout=5 * SLOW) as r:
+        subs = json.load(r).get("subscriptions_list") or []
+    return sorted(s["subject"] for s in subs if s["subject"].startswith(prefix))
+
+
+class WildcardAcrossNodesTest(ClusterBase):
+    """Wildcard topic subscriptions across nodes (docs/cluster.md): one NATS
+    subscription per pattern per node, in NATS's own wildcards; a '#' before
+    the end subscribes wider and is matched again on the node."""
+
+    # SENDs on a (after /topic/), and what each pattern gets of them, in order
+    NAMES = ["w", "w.a", "w.z", "w.a.z", "w.b.c.z", "x.a", "w..e", "w."]
+    WANT = {
+        "w.*": ["w.a", "w.z", "w."],
+        "w.>": ["w.a", "w.z", "w.a.z", "w.b.c.z", "w..e", "w."],
+        "w.#": ["w", "w.a", "w.z", "w.a.z", "w.b.c.z", "w..e", "w."],
+        "w.#.z": ["w.z", "w.a.z", "w.b.c.z"],
+        "w.a": ["w.a"],
+        "#": NAMES,
+    }
+
+    def subscribe_all(self, node):
+        subs = {}
+        for i, pat in enumerate(self.WANT):
+            c = self.client(node)
+            subscribe(c, "/topic/" + pat, sid="w%d" % i)
+            subs[pat] = c
+        return subs
+
+    def test_patterns_on_b_get_exactly_what_a_publishes_once_each(self):
+        self.b_admin = harness.free_port()
+        a = self.node("a")
+        b = self.node("b", "listen = http://127.0.0.1:%d\n" % self.b_admin)
+        on_b = self.subscribe_all(b)
+        # one NATS subscription per pattern: 'w.#' and 'w.#.z' both as eft.t.w.>
+        want_subjects = sorted(["eft.t.w.*.$", "eft.t.w.*.>", "eft.t.w.>", "eft.t.w.>",
+                                "eft.t.w.a.$", "eft.t.>"])
+        wait_for(lambda: nats_subjects(self.nats[0], "eft.t.") == want_subjects, 10,
+                 "NATS to have b's six subscriptions")
+        # the same patterns on a, where the SENDs are delivered without NATS
+        on_a = self.subscribe_all(a)
+        wait_for(lambda: len(nats_subjects(self.nats[0], "eft.t.")) == 12, 10,
+                 "NATS to have a's six subscriptions too")
+        p = self.client(a)
+        for i, name in enumerate(self.NAMES):
+            send(p, "/topic/" + name, name, rid="last" if i == len(self.NAMES) - 1 else None)
+        p.expect("RECEIPT", 10)
+        for where, subs in (("b", on_b), ("a", on_a)):
+            for pat, c in subs.items():
+                got = read_bodies(c, len(self.WANT[pat]), 10)
+                self.assertEqual(got, self.WANT[pat], "%s on %s" % (pat, where))
+        for subs in (on_b, on_a):
+            for c in subs.values():
+                c.expect_nothing(0.1)
+        on_b["w.*"].expect_nothing(0.3)
+        # b's 'w.#.z' received all of w.> and dropped what did not match
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.b_admin,
+                                    timeout=5 * SLOW) as r:
+            self.assertIn("\neft_cluster_topic_filtered_total 4\n", r.read().decode())
+        self.assertEqual(b.stop(), 0)
+        self.assertIn("cluster: 4 topic messages dropped", b.read_log())
+
+    def test_durable_pattern_across_nodes_and_mid_hash_refused(self):
+        a, b = self.node("a"), self.node("b")
+
+        def durable(node, dest="/topic/w.*"):
+            c = RawClient(node.port, timeout=10)
+            self.clients.append(c)
+            c.connect("1.2", headers={"client-id": "app"})
+            c.send_frame("SUBSCRIBE", [("destination", dest), ("id", "d"),
+                                       ("activemq.subscriptionName", "wild"),
+                                       ("receipt", "subbed")])
+            return c
+
+        def publish(names):
+            p = self.client(a)
+            for i, name in enumerate(names):
+                send(p, "/topic/" + name, name, rid="p" if i == len(names) - 1 else None)
+            p.expect("RECEIPT", 10)
+            p.close()
+
+        d = durable(b)
+        self.assertEqual(d.expect("RECEIPT", 10)["receipt-id"], "subbed")
+        wait_for(lambda: [c["config"].get("filter_subject") for c in consumers(self.nats[0].port)]
+                 == ["eft.t.w.*.$"], 10, "the durable consumer filtered by w.*")
+        publish(["w.a", "w.a.b", "x", "w.b"])
+        self.assertEqual(read_bodies(d, 2, 10), ["w.a", "w.b"])
+        d.expect_nothing(0.3)
+        d.close()
+        publish(["w.away1", "w.c.d", "w.away2"])
+        wait_for(lambda: stream_last_seq(self.nats[0].port) >= 7, 10,
+                 "the topic stream to take in the 7 messages")
+        # back on the other node: what matched while away, once each
+        d = durable(a)
+        self.assertEqual(d.expect("RECEIPT", 10)["receipt-id"], "subbed")
+        got = [d.expect("MESSAGE", 10).body.decode() for _ in range(2)]
+        self.assertEqual(sorted(got), ["w.away1", "w.away2"])
+        d.expect_nothing(0.3)
+        # a '#' before the end cannot be a JetStream filter: refused, naming it
+        c = RawClient(b.port, timeout=10)
+        self.clients.append(c)
+        c.connect("1.2", headers={"client-id": "app2"})
+        c.send_frame("SUBSCRIBE", [("destination", "/topic/w.#.z"), ("id", "d"),
+                                   ("activemq.subscriptionName", "mid")])
+        err = c.expect_error_and_close(10)
+        self.assertEqual(err["message"], "wildcard subscriptions are not supported in cluster mode")
+        self.assertIn("'#' at byte 2", err.body.decode())
+        # queue patterns stay refused
+        q = self.client(b)
+        q.send_frame("SUBSCRIBE", [("destination", "/queue/w.*"), ("id", "q")])
+        self.assertEqual(q.expect_error_and_close(10)["message"],
+                         "wildcard queue subscriptions are not supported in cluster mode")
 
 
 class RpcTest(ClusterBase):

@@ -5,14 +5,18 @@
  * The input is tried as each.  A payload that decodes is encoded again and
  * decoded again: the same body, priority, expiry and flags, and the same
  * header blocks but for the message-id line.  A token that unescapes is
- * escaped again to the same text.  Violations abort(); ASan and UBSan
- * catch the rest. */
+ * escaped again to the same text.  As a topic name, its subject reads back
+ * as the name; split at the first newline into a pattern and a name, the
+ * pattern's NATS filter matches the name's subject whenever subject_match
+ * says the pattern matches the name, and only then if the filter is exact.
+ * Violations abort(); ASan and UBSan catch the rest. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eft/cluster_wire.h"
+#include "eft/subject.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -110,6 +114,49 @@ token(const char *d, size_t n)
 	free(out);
 }
 
+/* NATS's subject matching: '*' one token, '>' (last) one or more. */
+static bool
+nats_match(const char *filter, const char *subject)
+{
+	for (;;) {
+		size_t fl = strcspn(filter, "."), sl = strcspn(subject, ".");
+		if (fl == 1 && filter[0] == '>')
+			return true;
+		if (!(fl == 1 && filter[0] == '*') && (fl != sl || memcmp(filter, subject, fl) != 0))
+			return false;
+		if (filter[fl] == '\0' || subject[sl] == '\0')
+			return filter[fl] == subject[sl];
+		filter += fl + 1;
+		subject += sl + 1;
+	}
+}
+
+static void
+topic(const char *d, size_t n)
+{
+	char subject[600], filter[600], back[600];
+	size_t sn = cluster_topic_subject(subject, sizeof(subject), d, n);
+	if (sn > 0) {
+		long b = cluster_topic_name(subject, sn, back, sizeof(back));
+		CHECK(b == (long)n && memcmp(back, d, n) == 0, "a topic name does not come back");
+	}
+	const char *nl = memchr(d, '\n', n);
+	if (nl == NULL)
+		return;
+	size_t plen = (size_t)(nl - d), nlen = n - plen - 1;
+	const char *name = nl + 1;
+	bool exact;
+	if (memchr(d, '\0', n) != NULL ||
+	    cluster_topic_filter(filter, sizeof(filter), d, plen, &exact) == 0 ||
+	    cluster_topic_subject(subject, sizeof(subject), name, nlen) == 0)
+		return;
+	bool want = subject_match(d, plen, name, nlen), got = nats_match(filter, subject);
+	CHECK(got || !want, "the pattern matches the name, its NATS filter %s misses %s", filter,
+	    subject);
+	CHECK(!exact || !got || want, "the pattern misses the name, its exact filter %s takes %s",
+	    filter, subject);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -117,5 +164,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	payload(d, size);
 	json(d, size);
 	token(d, size);
+	topic(d, size);
 	return 0;
 }

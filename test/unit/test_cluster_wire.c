@@ -13,6 +13,7 @@
 
 #include "eft/cluster_wire.h"
 #include "eft/parser.h"
+#include "eft/subject.h"
 
 #include "msgbuild.h"
 
@@ -40,6 +41,198 @@ test_escape_round_trip(void **state)
 	assert_int_equal(cluster_unescape(bad3, 3), -1);
 	assert_int_equal(cluster_unescape(good, 6), 4);
 	assert_memory_equal(good, "A-_z", 4);
+}
+
+/* name (NUL-terminated) maps to want, and want back to name. */
+static void
+check_topic(const char *name, const char *want)
+{
+	char out[300], back[300];
+	size_t n = cluster_topic_subject(out, sizeof(out), name, strlen(name));
+	assert_string_equal(out, want);
+	assert_int_equal(n, strlen(want));
+	long b = cluster_topic_name(out, n, back, sizeof(back));
+	assert_int_equal(b, (long)strlen(name));
+	assert_memory_equal(back, name, strlen(name));
+}
+
+static void
+test_topic_subjects(void **state)
+{
+	(void)state;
+	check_topic("chat.a.b", "eft.t.chat.a.b.$");
+	check_topic("news", "eft.t.news.$");
+	check_topic("", "eft.t.=.$");                 /* one empty element */
+	check_topic("a..b", "eft.t.a.=.b.$");
+	check_topic(".a.", "eft.t.=.a.=.$");
+	check_topic("a$.=b", "eft.t.a=24.=3Db.$");    /* '$' and '=' never a lone token */
+	check_topic("$.=", "eft.t.=24.=3D.$");
+	/* wildcard elements in a name are plain elements */
+	check_topic("a.*.>.#", "eft.t.a.=2A.=3E.=23.$");
+	check_topic("x y.%", "eft.t.x=20y.=25.$");
+	/* too long: 0, never a cut subject */
+	char out[300];
+	assert_int_equal(cluster_topic_subject(out, 13, "ab.cd", 5), 0);
+	assert_int_equal(cluster_topic_subject(out, 14, "ab.cd", 5), 13);
+	char big[201];
+	memset(big, 'x', 200);
+	big[200] = '\0';
+	big[100] = '.';
+	assert_int_equal(cluster_topic_subject(out, sizeof(out), big, 200), 6 + 200 + 2);
+	assert_int_equal(cluster_topic_subject(out, 6 + 200 + 2, big, 200), 0);
+	/* not topic subjects */
+	char back[64];
+	const char *bad[] = { "eft.t.a", "eft.q.a.$", "eft.t.$", "eft.t..$", "eft.t.a..$",
+		"eft.t.a*.$", "eft.t.=4.$", "eft.t.a.>", "eft.t.a.$.x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(cluster_topic_name(bad[i], strlen(bad[i]), back, sizeof(back)), -1);
+	assert_int_equal(cluster_topic_name("eft.t.abc.d.$", 13, back, 5), 5);
+	assert_int_equal(cluster_topic_name("eft.t.abc.d.$", 13, back, 4), -1);
+}
+
+static void
+check_filter(const char *pat, const char *want, bool want_exact)
+{
+	char out[300];
+	bool exact = !want_exact;
+	size_t n = cluster_topic_filter(out, sizeof(out), pat, strlen(pat), &exact);
+	assert_string_equal(out, want);
+	assert_int_equal(n, strlen(want));
+	assert_int_equal(exact, want_exact);
+}
+
+static void
+test_topic_filters(void **state)
+{
+	(void)state;
+	/* every row of docs/cluster-design-26.md 2.1 */
+	check_filter("a.b", "eft.t.a.b.$", true);
+	check_filter("a.*.c", "eft.t.a.*.c.$", true);
+	check_filter("a.>", "eft.t.a.*.>", true);
+	check_filter("a.#", "eft.t.a.>", true);
+	check_filter("#", "eft.t.>", true);
+	check_filter("a.#.c", "eft.t.a.>", false);
+	check_filter("#.c", "eft.t.>", false);
+	check_filter("a.#.*", "eft.t.a.>", false);
+	/* and around them */
+	check_filter("a.*.#", "eft.t.a.*.>", true);
+	check_filter("a.#.#", "eft.t.a.>", true);     /* "a.#" */
+	check_filter("a.*.#.c", "eft.t.a.*.>", false);
+	check_filter("*", "eft.t.*.$", true);
+	check_filter(">", "eft.t.*.>", true);
+	check_filter("*.*", "eft.t.*.*.$", true);
+	check_filter("a..b", "eft.t.a.=.b.$", true);  /* a plain name */
+	check_filter("a$.*", "eft.t.a=24.*.$", true);
+	char out[64];
+	bool exact;
+	/* malformed patterns, and too long */
+	assert_int_equal(cluster_topic_filter(out, sizeof(out), "a.>.b", 5, &exact), 0);
+	assert_int_equal(cluster_topic_filter(out, sizeof(out), "a..*", 4, &exact), 0);
+	assert_int_equal(cluster_topic_filter(out, sizeof(out), "#.>", 3, &exact), 0);
+	assert_int_equal(cluster_topic_filter(out, 10, "abc.*", 5, &exact), 0);
+	assert_int_equal(cluster_topic_filter(out, 14, "abc.*", 5, &exact), 13);
+	assert_int_equal(cluster_topic_filter(out, 13, "abc.*", 5, &exact), 0);
+}
+
+/* The inexact case end to end: a name's subject is inside its pattern's
+ * NATS filter, and the name read back from it decides with subject_match. */
+static void
+test_topic_inexact_filtering(void **state)
+{
+	(void)state;
+	const char *pat = "w.#.z";
+	char filter[64], subject[64], name[64];
+	bool exact;
+	assert_int_equal(cluster_topic_filter(filter, sizeof(filter), pat, 5, &exact), 9);
+	assert_false(exact);
+	assert_string_equal(filter, "eft.t.w.>");
+	const struct { const char *name; bool match; } rows[] = {
+		{ "w.z", true }, { "w.a.z", true }, { "w.b.c.z", true }, { "w", false },
+		{ "w.a", false }, { "w..z", true }, { "w.z.a", false },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		size_t len = strlen(rows[i].name);
+		size_t n = cluster_topic_subject(subject, sizeof(subject), rows[i].name, len);
+		assert_true(n > 0);
+		assert_memory_equal(subject, "eft.t.w.", 8);   /* inside eft.t.w.> */
+		long b = cluster_topic_name(subject, n, name, sizeof(name));
+		assert_int_equal(b, (long)len);
+		assert_int_equal(subject_match(pat, 5, name, (size_t)b), rows[i].match);
+	}
+}
+
+/* NATS's subject matching: '*' one token, '>' (last) one or more. */
+static bool
+nats_match(const char *filter, const char *subject)
+{
+	for (;;) {
+		size_t fl = strcspn(filter, "."), sl = strcspn(subject, ".");
+		if (fl == 1 && filter[0] == '>')
+			return true;        /* the subject has a token left: we are here */
+		if (!(fl == 1 && filter[0] == '*') && (fl != sl || memcmp(filter, subject, fl) != 0))
+			return false;
+		if (filter[fl] == '\0' || subject[sl] == '\0')
+			return filter[fl] == subject[sl];
+		filter += fl + 1;
+		subject += sl + 1;
+	}
+}
+
+/* Every well-formed pattern of up to 3 elements over {a, "", *, >, #}
+ * against every name of up to 4 elements over {a, b, "", *}: a name the
+ * pattern matches (subject_match) has a subject its filter matches in NATS,
+ * and an exact filter matches no other. */
+static void
+test_topic_filters_agree_with_subject_match(void **state)
+{
+	(void)state;
+	static const char *pel[] = { "a", "", "*", ">", "#" }, *nel[] = { "a", "b", "", "*" };
+	char pat[32], name[32], filter[128], subject[128];
+	size_t checked = 0, wider = 0;
+	for (int plen = 1; plen <= 3; plen++) {
+		for (int pi = 0; pi < 125; pi++) {
+			int pc = pi;
+			pat[0] = '\0';
+			for (int e = 0; e < plen; e++, pc /= 5)
+				snprintf(pat + strlen(pat), sizeof(pat) - strlen(pat), "%s%s", e ? "." : "",
+				    pel[pc % 5]);
+			if (pi >= (plen == 1 ? 5 : plen == 2 ? 25 : 125))
+				break;
+			bool exact;
+			if (subject_parse(pat, strlen(pat), NULL) < 0) {
+				assert_int_equal(cluster_topic_filter(filter, sizeof(filter), pat,
+				    strlen(pat), &exact), 0);
+				continue;
+			}
+			assert_true(cluster_topic_filter(filter, sizeof(filter), pat, strlen(pat),
+			    &exact) > 0);
+			for (int nlen = 1; nlen <= 4; nlen++) {
+				int count = nlen == 1 ? 4 : nlen == 2 ? 16 : nlen == 3 ? 64 : 256;
+				for (int ni = 0; ni < count; ni++) {
+					int nc = ni;
+					name[0] = '\0';
+					for (int e = 0; e < nlen; e++, nc /= 4)
+						snprintf(name + strlen(name), sizeof(name) - strlen(name), "%s%s",
+						    e ? "." : "", nel[nc % 4]);
+					assert_true(cluster_topic_subject(subject, sizeof(subject), name,
+					    strlen(name)) > 0);
+					bool want = subject_match(pat, strlen(pat), name, strlen(name));
+					bool got = nats_match(filter, subject);
+					if (want && !got)
+						fail_msg("'%s' matches '%s', but NATS's %s misses %s", pat, name,
+						    filter, subject);
+					if (exact && got && !want)
+						fail_msg("'%s' does not match '%s', yet exact %s takes %s", pat,
+						    name, filter, subject);
+					wider += got && !want;
+					checked++;
+				}
+			}
+		}
+	}
+	print_message("%zu pairs, %zu wider\n", checked, wider);
+	assert_true(checked > 10000);
+	assert_true(wider > 0);     /* the inexact ones were tried */
 }
 
 static void
@@ -452,6 +645,10 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escape_round_trip),
+		cmocka_unit_test(test_topic_subjects),
+		cmocka_unit_test(test_topic_filters),
+		cmocka_unit_test(test_topic_inexact_filtering),
+		cmocka_unit_test(test_topic_filters_agree_with_subject_match),
 		cmocka_unit_test(test_payload_round_trip),
 		cmocka_unit_test(test_payload_damage),
 		cmocka_unit_test(test_set_redelivered),

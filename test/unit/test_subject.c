@@ -281,6 +281,26 @@ test_parse_errors(void **state)
 }
 
 static void
+test_inner_hash(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *pat;
+		size_t at;      /* SIZE_MAX: none (the pattern's length) */
+	} rows[] = {
+		{ "a.#.c", 2 }, { "#.c", 0 }, { "a.#.*", 2 }, { "a.#.#.c", 2 }, { "a.*.#.c", 4 },
+		{ "a.#", SIZE_MAX }, { "a.#.#", SIZE_MAX }, { "#", SIZE_MAX }, { "a.*", SIZE_MAX },
+		{ "a.b", SIZE_MAX }, { "x#y.c", SIZE_MAX }, { "a.#.b.#", 2 }, { "", SIZE_MAX },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		size_t len = strlen(rows[i].pat), n = subject_inner_hash(rows[i].pat, len);
+		size_t want = rows[i].at == SIZE_MAX ? len : rows[i].at;
+		if (n != want)
+			fail_msg("subject_inner_hash('%s') = %zu, want %zu", rows[i].pat, n, want);
+	}
+}
+
+static void
 test_fixed_prefix(void **state)
 {
 	(void)state;
@@ -780,6 +800,7 @@ main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_fixed_prefix),
+		cmocka_unit_test(test_inner_hash),
 		cmocka_unit_test(test_empty_set),
 		cmocka_unit_test(test_several_values),
 		cmocka_unit_test(test_dedupe),
