@@ -381,3 +381,43 @@ class WaitingTest(ClusterBase):
                  10, "b to see NATS gone")
         self.assertIsNone(self.waiting(b))
         self.assertIsNone(self.in_cluster(b))
+
+
+class KillLeaderR3Test(ClusterBase):
+    """3 nats-servers, R3 queue streams: kill -9 of a server that leads some
+    of them, under load, then a restart."""
+    nats_nodes = 3
+
+    def leaders(self, port, streams):
+        out = {}
+        for p in range(streams):
+            info = stream_info(port, "EFT_Q_%d" % p)
+            out["EFT_Q_%d" % p] = (info.get("cluster") or {}).get("leader")
+        return out
+
+    def test_kill9_of_a_nats_server_leading_queue_streams_r3(self):
+        extra = "cluster-replicas = 3\ncluster-queue-streams = 4\n"
+        a = self.node("a", extra, nats=[self.nats[0], self.nats[1]])
+        b = self.node("b", extra, nats=[self.nats[1], self.nats[2]])
+        # queues on all 4 partitions, both nodes producing and consuming
+        load = Load([a, b], ["orders", "invoices", "mail", "q1"])
+        self.assertEqual({queue_partition(q, 4) for q in load.queues}, {0, 1, 2, 3})
+        load.start()
+        try:
+            time.sleep(1.5)
+            leaders = self.leaders(self.nats[2].port, 4)
+            victim = next(n for n in self.nats if n.name in leaders.values())
+            victim.kill()
+            time.sleep(1.5)
+            victim.start()
+            time.sleep(2)
+        finally:
+            confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2)
+        self.assertGreater(len(confirmed), 500, "too little load to mean anything")
+        missing = confirmed - set(load.copies)
+        self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
+        unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
+        self.assertEqual(unmarked, {}, "delivered again without redelivered:true")
+        port = self.nats[2].port
+        wait_for(lambda: stream_messages(port) == 0, 30,
+                 "the streams to hold nothing once everything was consumed")
