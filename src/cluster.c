@@ -60,7 +60,8 @@
 #define API_TIMEOUT_MS 5000      /* a JetStream API request unanswered this long is lost
                                     (a NATS cluster electing a leader drops some): ask again */
 #define TICK_MS 100
-#define SWEEP_IDLE_MS 60000      /* a queue with messages in JetStream and none to pull: look */
+#define SWEEP_IDLE_MS 10000      /* a queue with messages in JetStream and none to pull: look
+                                    (or every cluster-stats-ms, if longer) */
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
 #define RENEWALS 4               /* send times of the last +WPI rounds kept (cut_off) */
@@ -198,6 +199,7 @@ struct cluster {
 	size_t inbox_len;
 	char instance[24];               /* names this run's Nats-Msg-Ids */
 	natsSubscription *inbox_sub, *reply_sub;
+	natsSubscription *leader_sub;    /* JetStream's leader elections (a NATS cluster) */
 	struct ctopic *topics;
 	struct cq *queues;               /* by qid */
 	struct cq *by_consumer;          /* the same, by consumer name */
@@ -612,6 +614,24 @@ ask_mark(struct cluster *cl, uint32_t part)
 	ask_info(cl, API_MARK, part, cl->parts[part].name);
 }
 
+/* Stream part (nparts: the durable subscriptions') may deliver again what
+ * it delivered before (NATS restarted, or a new leader): mark its backlog
+ * (pulls wait for that) and sweep its queues.  again: ask even if a mark is
+ * being asked for (that request was lost with the connection). */
+static void
+after_outage(struct cluster *cl, uint32_t part, bool again)
+{
+	uint64_t until = now_ms(cl) + 2 * (uint64_t)cl->cfg->cluster_ack_wait_ms;
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		if (q->part != part || q->durable)
+			continue;
+		q->sweep = true;
+		q->sweep_until_ms = until;
+	}
+	if (again || !cl->parts[part].marking)
+		ask_mark(cl, part);
+}
+
 static void
 mark_answer(struct cluster *cl, uint32_t part, bool failed, int64_t code, const char *data,
     size_t len)
@@ -977,15 +997,17 @@ static int64_t op_waiting(const void *impl, const char *name, size_t len);
 
 /* A pull that ended found the queue caught up: time to sweep, at most once
  * a second after an outage; and, in case JetStream kept something without
- * an outage seen here, once every SWEEP_IDLE_MS while what waits in
- * JetStream for the queue is not 0. */
+ * an outage seen here, once every SWEEP_IDLE_MS (or cluster-stats-ms) while
+ * what waits in JetStream for the queue is not 0. */
 static void
 sweep(struct cluster *cl, struct cq *q)
 {
 	uint64_t now = now_ms(cl);
 	if (q->sweeping || !q->consumer_ready || q->durable || now - q->swept_ms < 1000)
 		return;
-	if (!q->sweep && (now - q->swept_ms < SWEEP_IDLE_MS ||
+	uint64_t idle = cl->cfg->cluster_stats_ms > SWEEP_IDLE_MS ? cl->cfg->cluster_stats_ms :
+	    SWEEP_IDLE_MS;
+	if (!q->sweep && (now - q->swept_ms < idle ||
 	    op_waiting(cl, dest_name(q->dest), dest_name_len(q->dest)) <= 0))
 		return;
 	char subject[SUBJECT_MAX + 64];
@@ -1243,10 +1265,39 @@ on_topic(struct cluster *cl, void *arg, natsMsg *nm)
 		deliver_remote(cl, t->dest, nm);
 }
 
+/* A stream or consumer of a NATS cluster has a new leader (a server died,
+ * or came back): as after an outage of our own, the new leader may deliver
+ * again what the old one delivered, with delivered = 1 (seen with R3 in
+ * test_cluster_streams), so its stream's backlog is marked and its queues
+ * swept.  $JS.EVENT.ADVISORY.{STREAM,CONSUMER}.LEADER_ELECTED.STREAM[.CONSUMER] */
+static void
+on_leader(struct cluster *cl, void *arg, natsMsg *nm)
+{
+	(void)arg;
+	const char *subject = natsMsg_GetSubject(nm), *at = strstr(subject, "LEADER_ELECTED.");
+	if (at == NULL)
+		return;
+	const char *stream = at + strlen("LEADER_ELECTED.");
+	size_t len = strcspn(stream, ".");
+	size_t plen = strlen(CLUSTER_QUEUE_STREAM_PREFIX);
+	uint32_t part = UINT32_MAX;
+	if (len == strlen(CLUSTER_TOPIC_STREAM) && memcmp(stream, CLUSTER_TOPIC_STREAM, len) == 0) {
+		part = cl->nparts;
+	} else if (len > plen && len < plen + 6 && memcmp(stream, CLUSTER_QUEUE_STREAM_PREFIX,
+	    plen) == 0 && strspn(stream + plen, "0123456789") == len - plen) {
+		part = (uint32_t)strtoul(stream + plen, NULL, 10);
+	}
+	if (part > cl->nparts || (part == cl->nparts && cl->ndurable == 0))
+		return;
+	log_info("cluster: %s has a new leader: what it held is delivered as redelivered", subject);
+	after_outage(cl, part, false);
+}
+
 static void
 poll_all(struct cluster *cl)
 {
 	drain(cl->inbox_sub, cl, on_inbox, NULL);
+	drain(cl->leader_sub, cl, on_leader, NULL);
 	drain(cl->reply_sub, cl, on_reply, NULL);
 	for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
 		drain(t->sub, cl, on_topic, t);
@@ -1603,7 +1654,8 @@ connected(struct cluster *cl)
 		char reply[512];
 		snprintf(reply, sizeof(reply), "eft.n.%s.*", cl->token);
 		if (subscribe_sync(cl, &cl->inbox_sub, subject) != 0 ||
-		    subscribe_sync(cl, &cl->reply_sub, reply) != 0)
+		    subscribe_sync(cl, &cl->reply_sub, reply) != 0 ||
+		    subscribe_sync(cl, &cl->leader_sub, "$JS.EVENT.ADVISORY.*.LEADER_ELECTED.>") != 0)
 			log_error("cluster: cannot subscribe to this node's subjects");
 	}
 	/* Pull requests out before a disconnect are gone with it. */
@@ -1618,14 +1670,10 @@ connected(struct cluster *cl)
 	waiting_reset(cl);
 	/* After an outage: where each stream was, before any pull. */
 	if (reconnect) {
-		for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
-			q->sweep = !q->durable;
-			q->sweep_until_ms = now_ms(cl) + 2 * (uint64_t)cl->cfg->cluster_ack_wait_ms;
-		}
 		for (uint32_t p = 0; p < cl->nparts; p++)
-			ask_mark(cl, p);
+			after_outage(cl, p, true);
 		if (cl->ndurable > 0)
-			ask_mark(cl, cl->nparts);
+			after_outage(cl, cl->nparts, true);
 	}
 	/* A stream once made stays (asked for again all the same, in case the
 	 * NATS servers are new): SENDs need not wait for the answer.  A
@@ -2647,6 +2695,7 @@ cluster_stop(struct cluster *cl)
 		for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
 			natsSubscription_Destroy(t->sub);
 		natsSubscription_Destroy(cl->inbox_sub);
+		natsSubscription_Destroy(cl->leader_sub);
 		natsSubscription_Destroy(cl->reply_sub);
 		natsConnection_Close(cl->nc);
 		natsConnection_Destroy(cl->nc);

@@ -239,9 +239,11 @@ class Load:
         for t in self.consumers + self.producers:
             t.start()
 
-    def finish(self, limit=90, quiet=3.0):
-        """Stop producing, then consume until every RECEIPTed body came and
-        nothing more for `quiet` seconds (or `limit` passed)."""
+    def finish(self, limit=90, quiet=3.0, drained=lambda: True):
+        """Stop producing, then consume until every RECEIPTed body came,
+        nothing more for `quiet` seconds, and drained() (what JetStream
+        holds is nothing: a message it kept without delivering it, or
+        delivering it again, keeps that false), or until `limit` passed."""
         self.producers_stop.set()
         for t in self.producers:
             t.join(30)
@@ -254,7 +256,7 @@ class Load:
                 n = sum(len(v) for v in self.copies.values())
             if n != last:
                 last, quiet_since = n, time.time()
-            if confirmed <= have and time.time() - quiet_since > quiet:
+            if confirmed <= have and time.time() - quiet_since > quiet and drained():
                 break
             time.sleep(0.2)
         self.consumers_stop.set()
@@ -269,6 +271,7 @@ class KillUnderLoadTest(ClusterBase):
     def test_kill9_nats_under_load_single_server(self):
         a = self.node("a", "cluster-queue-streams = 4\n")
         b = self.node("b", "cluster-queue-streams = 4\n")
+        port = self.nats[0].port
         load = Load([a, b], ["k1", "k2", "k3", "k4"])
         load.start()
         try:
@@ -285,7 +288,8 @@ class KillUnderLoadTest(ClusterBase):
         finally:
             # quiet past the ack wait: a delivery whose ACK the outage lost
             # comes again (redelivered) after it, and is acknowledged then
-            confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2)
+            confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2,
+                                    drained=lambda: stream_messages(port) == 0)
         self.assertGreater(len(confirmed), 1000, "too little load to mean anything")
         missing = confirmed - set(load.copies)
         self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
@@ -293,7 +297,6 @@ class KillUnderLoadTest(ClusterBase):
         unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
         self.assertEqual(unmarked, {}, "delivered again without redelivered:true "
                          "(%d bodies delivered more than once)" % dups)
-        port = self.nats[0].port
         wait_for(lambda: stream_messages(port) == 0, 20,
                  "the streams to hold nothing once everything was consumed")
 
@@ -402,6 +405,7 @@ class KillLeaderR3Test(ClusterBase):
         # queues on all 4 partitions, both nodes producing and consuming
         load = Load([a, b], ["orders", "invoices", "mail", "q1"])
         self.assertEqual({queue_partition(q, 4) for q in load.queues}, {0, 1, 2, 3})
+        port = self.nats[2].port
         load.start()
         try:
             time.sleep(1.5)
@@ -412,12 +416,12 @@ class KillLeaderR3Test(ClusterBase):
             victim.start()
             time.sleep(2)
         finally:
-            confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2)
+            confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2,
+                                    drained=lambda: stream_messages(port) == 0)
         self.assertGreater(len(confirmed), 500, "too little load to mean anything")
         missing = confirmed - set(load.copies)
         self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
         unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
         self.assertEqual(unmarked, {}, "delivered again without redelivered:true")
-        port = self.nats[2].port
         wait_for(lambda: stream_messages(port) == 0, 30,
                  "the streams to hold nothing once everything was consumed")
