@@ -379,7 +379,14 @@ class Broker:
         self.args = list(args)
         self.transport = transport or TRANSPORT
         self.listen = list(listen or [])
-        self.ports = [self.port] + [free_port() for _ in self.listen[1:]]
+        # each its own: two free_port() calls can give the same port
+        self.ports = [self.port]
+        for _ in self.listen[1:]:
+            for _attempt in range(100):
+                port = free_port()
+                if port not in self.ports:
+                    break
+            self.ports.append(port)
         self.env = dict(os.environ, **env) if env else None
         self.proc = None
         self.log_path = None

@@ -51,7 +51,7 @@ class Delay(BrokerTest):
                          if got[0][0] == "0" else ["now", "0", "100", "200", "300"])
         for body, at, _ in got:
             if body not in ("now", "0"):
-                self.assertGreaterEqual(at, int(body) / 1000.0 - 0.005, got)
+                self.assertGreaterEqual(at, int(body) / 1000.0 - 0.010, got)  # clocks: below
         c.expect_nothing()
 
     def test_a_topic_message_goes_to_who_subscribes_by_its_time(self):
@@ -71,8 +71,11 @@ class Delay(BrokerTest):
         got = timed_messages(c, 4, t0)
         c.expect_nothing(0.4)
         self.assertEqual([b for b, _, _ in got], ["tick"] * 4)
+        # Not before its time, to 10 ms: eftd's clock is libevent's cached wall
+        # clock (resynced with the system's every 5 s) and the test's is
+        # time.time(); seen 6.8 ms apart on a loaded VM.
         for i, (_, at, _) in enumerate(got):
-            self.assertGreaterEqual(at, 0.1 * (i + 1) - 0.005, got)
+            self.assertGreaterEqual(at, 0.1 * (i + 1) - 0.010, got)
         ids = [f["message-id"] for _, _, f in got]
         self.assertEqual(len(set(ids)), 4, ids)
 
