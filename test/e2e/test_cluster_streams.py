@@ -265,6 +265,21 @@ class Load:
         return confirmed
 
 
+def promises_kept(case, load, confirmed, least, port):
+    """After a Load: every RECEIPTed body was delivered, no body came twice
+    without redelivered:true on all but one copy, and JetStream (at port)
+    holds nothing once everything was consumed."""
+    case.assertGreater(len(confirmed), least, "too little load to mean anything")
+    missing = confirmed - set(load.copies)
+    case.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
+    dups = sum(1 for f in load.copies.values() if len(f) > 1)
+    unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
+    case.assertEqual(unmarked, {}, "delivered again without redelivered:true "
+                     "(%d bodies delivered more than once)" % dups)
+    wait_for(lambda: stream_messages(port) == 0, 30,
+             "the streams to hold nothing once everything was consumed")
+
+
 class KillUnderLoadTest(ClusterBase):
     """kill -9 of nats-server under load, then a restart, 3 times."""
 
@@ -290,15 +305,7 @@ class KillUnderLoadTest(ClusterBase):
             # comes again (redelivered) after it, and is acknowledged then
             confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2,
                                     drained=lambda: stream_messages(port) == 0)
-        self.assertGreater(len(confirmed), 1000, "too little load to mean anything")
-        missing = confirmed - set(load.copies)
-        self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
-        dups = sum(1 for f in load.copies.values() if len(f) > 1)
-        unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
-        self.assertEqual(unmarked, {}, "delivered again without redelivered:true "
-                         "(%d bodies delivered more than once)" % dups)
-        wait_for(lambda: stream_messages(port) == 0, 20,
-                 "the streams to hold nothing once everything was consumed")
+        promises_kept(self, load, confirmed, 1000, port)
 
 
 def admin_node(case, name, extra):
@@ -418,10 +425,4 @@ class KillLeaderR3Test(ClusterBase):
         finally:
             confirmed = load.finish(quiet=ACK_WAIT_MS / 1000 + 2,
                                     drained=lambda: stream_messages(port) == 0)
-        self.assertGreater(len(confirmed), 500, "too little load to mean anything")
-        missing = confirmed - set(load.copies)
-        self.assertEqual(missing, set(), "RECEIPTed and never delivered: %d" % len(missing))
-        unmarked = {body: flags for body, flags in load.copies.items() if flags.count(False) > 1}
-        self.assertEqual(unmarked, {}, "delivered again without redelivered:true")
-        wait_for(lambda: stream_messages(port) == 0, 30,
-                 "the streams to hold nothing once everything was consumed")
+        promises_kept(self, load, confirmed, 500, port)
