@@ -22,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZER "cluster-fuzzer"
 #include "check.h"
+#include "../unit/natsmatch.h"
 
 static void
 payload(const char *d, size_t n)
@@ -112,23 +113,6 @@ token(const char *d, size_t n)
 	cluster_ack_delivered(t, &delivered);
 	free(t);
 	free(out);
-}
-
-/* NATS's subject matching: '*' one token, '>' (last) one or more. */
-static bool
-nats_match(const char *filter, const char *subject)
-{
-	for (;;) {
-		size_t fl = strcspn(filter, "."), sl = strcspn(subject, ".");
-		if (fl == 1 && filter[0] == '>')
-			return true;
-		if (!(fl == 1 && filter[0] == '*') && (fl != sl || memcmp(filter, subject, fl) != 0))
-			return false;
-		if (filter[fl] == '\0' || subject[sl] == '\0')
-			return filter[fl] == subject[sl];
-		filter += fl + 1;
-		subject += sl + 1;
-	}
 }
 
 static void

@@ -16,6 +16,7 @@
 #include "eft/subject.h"
 
 #include "msgbuild.h"
+#include "natsmatch.h"
 
 static void
 test_escape_round_trip(void **state)
@@ -158,23 +159,6 @@ test_topic_inexact_filtering(void **state)
 		long b = cluster_topic_name(subject, n, name, sizeof(name));
 		assert_int_equal(b, (long)len);
 		assert_int_equal(subject_match(pat, 5, name, (size_t)b), rows[i].match);
-	}
-}
-
-/* NATS's subject matching: '*' one token, '>' (last) one or more. */
-static bool
-nats_match(const char *filter, const char *subject)
-{
-	for (;;) {
-		size_t fl = strcspn(filter, "."), sl = strcspn(subject, ".");
-		if (fl == 1 && filter[0] == '>')
-			return true;        /* the subject has a token left: we are here */
-		if (!(fl == 1 && filter[0] == '*') && (fl != sl || memcmp(filter, subject, fl) != 0))
-			return false;
-		if (filter[fl] == '\0' || subject[sl] == '\0')
-			return filter[fl] == subject[sl];
-		filter += fl + 1;
-		subject += sl + 1;
 	}
 }
 
