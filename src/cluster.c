@@ -170,7 +170,7 @@ struct cpart {
 	bool refused;              /* it belongs to another layout: no queue is clustered */
 	/* A nats-server killed and restarted may have lost what its consumers
 	 * delivered just before, and deliver it again as if for the first time
-	 * (delivered = 1 in the ack subject: seen in test_cluster_streams).
+	 * (delivered = 1 in the ack subject: seen in test/e2e/cluster_chaos.py).
 	 * So after an outage, whatever the stream held by then (sequence up to
 	 * mark) may have been delivered before, and says so.  No pull goes out
 	 * while the mark is asked for. */
@@ -1268,7 +1268,7 @@ on_topic(struct cluster *cl, void *arg, natsMsg *nm)
 /* A stream or consumer of a NATS cluster has a new leader (a server died,
  * or came back): as after an outage of our own, the new leader may deliver
  * again what the old one delivered, with delivered = 1 (seen with R3 in
- * test_cluster_streams), so its stream's backlog is marked and its queues
+ * test/e2e/cluster_chaos.py), so its stream's backlog is marked and its queues
  * swept.  $JS.EVENT.ADVISORY.{STREAM,CONSUMER}.LEADER_ELECTED.STREAM[.CONSUMER] */
 static void
 on_leader(struct cluster *cl, void *arg, natsMsg *nm)
