@@ -53,6 +53,15 @@ feed(struct conn *c, const char *bytes)
 	transport_mem_feed(c->transport, bytes, strlen(bytes) + 1);
 }
 
+/* The client SENDs body to dest. */
+static inline void
+send_to(struct conn *c, const char *dest, const char *body)
+{
+	char frame[512];
+	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
+	feed(c, frame);
+}
+
 /* Everything the connection was sent since last time, NULs shown as '|'. */
 static inline char *
 output(struct conn *c)

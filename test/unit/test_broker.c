@@ -46,14 +46,6 @@ client(struct mem_broker *fx, const char *version)
 }
 
 static void
-send_to(struct conn *c, const char *dest, const char *body)
-{
-	char frame[512];
-	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
-	feed(c, frame);
-}
-
-static void
 test_queue_round_robin(void **state)
 {
 	struct mem_broker *fx = *state;

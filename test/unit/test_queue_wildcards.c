@@ -72,11 +72,9 @@ subscribe(struct mem_broker *fx, struct conn *c, const char *id, const char *des
 }
 
 static void
-send_to(struct mem_broker *fx, struct conn *p, const char *dest, const char *body)
+send_checked(struct mem_broker *fx, struct conn *p, const char *dest, const char *body)
 {
-	char frame[256];
-	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
-	feed(p, frame);
+	send_to(p, dest, body);
 	check(fx, p);
 }
 
@@ -158,11 +156,11 @@ test_existing_and_later_queues(void **state)
 {
 	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
-	send_to(fx, p, "/queue/w.a", "1");
+	send_checked(fx, p, "/queue/w.a", "1");
 	expect_after_receipt(subscribe(fx, c, "s", "/queue/w.*", ""), "/queue/w.a=1 ");
-	send_to(fx, p, "/queue/w.b", "2");
-	send_to(fx, p, "/queue/x.b", "3");
-	send_to(fx, p, "/queue/w.b.c", "4");
+	send_checked(fx, p, "/queue/w.b", "2");
+	send_checked(fx, p, "/queue/x.b", "3");
+	send_checked(fx, p, "/queue/w.b.c", "4");
 	expect(c, "/queue/w.b=2 ");
 	assert_int_equal(depth(fx, "/queue/x.b"), 1);
 	assert_int_equal(depth(fx, "/queue/w.b.c"), 1);
@@ -170,7 +168,7 @@ test_existing_and_later_queues(void **state)
 	expect_after_receipt(subscribe(fx, c, "t", "/queue/w.>", ""), "/queue/w.b.c=4 ");
 	struct conn *r = client(fx, "1.2");
 	expect_after_receipt(subscribe(fx, r, "r", "/queue/x.#", ""), "/queue/x.b=3 ");
-	send_to(fx, p, "/queue/x", "5");
+	send_checked(fx, p, "/queue/x", "5");
 	expect(r, "/queue/x=5 ");
 }
 
@@ -182,10 +180,10 @@ test_first_element_wild_or_named(void **state)
 {
 	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *d = client(fx, "1.2");
-	send_to(fx, p, "/queue/g1.a", "1");
-	send_to(fx, p, "/queue/g2.a", "2");
-	send_to(fx, p, "/queue/g2.b", "3");
-	send_to(fx, p, "/queue/g2", "4");
+	send_checked(fx, p, "/queue/g1.a", "1");
+	send_checked(fx, p, "/queue/g2.a", "2");
+	send_checked(fx, p, "/queue/g2.b", "3");
+	send_checked(fx, p, "/queue/g2", "4");
 	char *got = messages_in(subscribe(fx, c, "s", "/queue/*.a", ""), NULL, 0);
 	assert_int_equal(count(got, "="), 2);
 	assert_non_null(strstr(got, "/queue/g1.a=1 "));
@@ -200,10 +198,10 @@ test_first_element_wild_or_named(void **state)
 	feed(d, "UNSUBSCRIBE\nid:t\n\n");
 	check(fx, c);
 	/* the groups were dropped with the last pattern and are made again */
-	send_to(fx, p, "/queue/g3.a", "5");
-	send_to(fx, p, "/queue/g2.b", "3b");
+	send_checked(fx, p, "/queue/g3.a", "5");
+	send_checked(fx, p, "/queue/g2.b", "3b");
 	expect_after_receipt(subscribe(fx, d, "u", "/queue/g2.*", ""), "/queue/g2.b=3b ");
-	send_to(fx, p, "/queue/g2.c", "6");
+	send_checked(fx, p, "/queue/g2.c", "6");
 	expect(d, "/queue/g2.c=6 ");
 	assert_int_equal(depth(fx, "/queue/g3.a"), 1);
 }
@@ -220,7 +218,7 @@ test_one_consumer_per_message(void **state)
 	for (int i = 0; i < 4; i++) {
 		char body[16];
 		snprintf(body, sizeof(body), "%d", i);
-		send_to(fx, p, "/queue/w.a", body);
+		send_checked(fx, p, "/queue/w.a", body);
 	}
 	char *a = messages(plain, NULL, 0), *b = messages(wild, NULL, 0);
 	assert_int_equal(count(a, "=") + count(b, "="), 4);
@@ -239,8 +237,8 @@ test_detach_gives_back_to_each_queue(void **state)
 	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *d = client(fx, "1.2");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client-individual\n"));
-	send_to(fx, p, "/queue/w.a", "1");
-	send_to(fx, p, "/queue/w.b", "2");
+	send_checked(fx, p, "/queue/w.a", "1");
+	send_checked(fx, p, "/queue/w.b", "2");
 	expect(c, "/queue/w.a=1 /queue/w.b=2 ");
 	assert_int_equal(unacked(fx, "/queue/w.a"), 1);
 	feed(c, "UNSUBSCRIBE\nid:s\n\n");
@@ -264,9 +262,9 @@ test_prefetch_across_queues(void **state)
 	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client-individual\nactivemq.prefetchSize:1\n"));
-	send_to(fx, p, "/queue/w.a", "1");
-	send_to(fx, p, "/queue/w.b", "2");
-	send_to(fx, p, "/queue/w.c", "3");
+	send_checked(fx, p, "/queue/w.a", "1");
+	send_checked(fx, p, "/queue/w.b", "2");
+	send_checked(fx, p, "/queue/w.c", "3");
 	char acks[4][48];
 	char *got = messages(c, acks, 4);
 	assert_string_equal(got, "/queue/w.a=1 ");
@@ -300,8 +298,8 @@ test_cumulative_ack_across_queues(void **state)
 	struct mem_broker *fx = *state;
 	struct conn *p = client(fx, "1.2"), *c = client(fx, "1.2"), *old = client(fx, "1.1");
 	free(subscribe(fx, c, "s", "/queue/w.*", "ack:client\n"));
-	send_to(fx, p, "/queue/w.a", "1");
-	send_to(fx, p, "/queue/w.b", "2");
+	send_checked(fx, p, "/queue/w.a", "1");
+	send_checked(fx, p, "/queue/w.b", "2");
 	char acks[2][48];
 	char *got = messages(c, acks, 2);
 	assert_string_equal(got, "/queue/w.a=1 /queue/w.b=2 ");
@@ -313,7 +311,7 @@ test_cumulative_ack_across_queues(void **state)
 	assert_int_equal(unacked(fx, "/queue/w.a") + unacked(fx, "/queue/w.b"), 0);
 
 	free(subscribe(fx, old, "o", "/queue/v.*", "ack:client-individual\n"));
-	send_to(fx, p, "/queue/v.a", "3");
+	send_checked(fx, p, "/queue/v.a", "3");
 	char *out = output(old);
 	const char *mid = strstr(out, "\nmessage-id:");
 	assert_non_null(mid);
@@ -359,15 +357,15 @@ test_exclusive_and_priority_per_queue(void **state)
 	struct conn *p = client(fx, "1.2"), *plain = client(fx, "1.2"), *wild = client(fx, "1.2");
 	free(subscribe(fx, plain, "p", "/queue/w.a", ""));
 	free(subscribe(fx, wild, "w", "/queue/w.*", "activemq.exclusive:true\n"));
-	send_to(fx, p, "/queue/w.a", "1");
-	send_to(fx, p, "/queue/w.a", "2");
+	send_checked(fx, p, "/queue/w.a", "1");
+	send_checked(fx, p, "/queue/w.a", "2");
 	expect(wild, "/queue/w.a=1 /queue/w.a=2 ");
 	expect(plain, "");
 	struct conn *hi = client(fx, "1.2");
 	free(subscribe(fx, plain, "q", "/queue/v.a", ""));
 	free(subscribe(fx, hi, "h", "/queue/v.#", "activemq.priority:9\n"));
-	send_to(fx, p, "/queue/v.a", "3");
-	send_to(fx, p, "/queue/v.a", "4");
+	send_checked(fx, p, "/queue/v.a", "3");
+	send_checked(fx, p, "/queue/v.a", "4");
 	expect(hi, "/queue/v.a=3 /queue/v.a=4 ");
 	expect(plain, "");
 }

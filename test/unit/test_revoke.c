@@ -20,14 +20,6 @@
 #include "eft/sub.h"
 #include "memclient.h"
 
-static void
-send_to(struct conn *c, const char *dest, const char *body)
-{
-	char frame[512];
-	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
-	feed(c, frame);
-}
-
 /* The ack ids of the MESSAGEs in out, in order, into ids (n at most). */
 static size_t
 acks(const char *out, char ids[][64], size_t n)

@@ -28,14 +28,6 @@ client(struct mem_broker *fx)
 	return mem_client(&fx->mc, fx->b, "1.2");
 }
 
-static void
-send_to(struct conn *c, const char *dest, const char *body)
-{
-	char frame[512];
-	snprintf(frame, sizeof(frame), "SEND\ndestination:%s\n\n%s", dest, body);
-	feed(c, frame);
-}
-
 static struct dest *
 find(struct mem_broker *fx, const char *name)
 {
