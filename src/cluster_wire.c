@@ -524,35 +524,35 @@ ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer
 	return true;
 }
 
-bool
-cluster_ack_delivered(const char *subject, uint64_t *delivered)
+/* The number in token `after` places past the consumer's, a plain decimal. */
+static bool
+ack_number(const char *subject, size_t after, uint64_t *n)
 {
 	const char *tok[16];
 	size_t ntok, at;
 	if (!ack_tokens(subject, tok, &ntok, &at))
 		return false;
+	const char *t = tok[at + after];
 	char *end;
-	unsigned long long n = strtoull(tok[at + 1], &end, 10);
-	if (end == tok[at + 1] || *end != '.')
+	if (*t < '0' || *t > '9')
 		return false;
-	*delivered = n;
+	unsigned long long v = strtoull(t, &end, 10);
+	if (*end != '.')
+		return false;
+	*n = v;
 	return true;
+}
+
+bool
+cluster_ack_delivered(const char *subject, uint64_t *delivered)
+{
+	return ack_number(subject, 1, delivered);
 }
 
 bool
 cluster_ack_stream_seq(const char *subject, uint64_t *seq)
 {
-	const char *tok[16];
-	size_t ntok, at;
-	if (!ack_tokens(subject, tok, &ntok, &at))
-		return false;
-	const char *t = tok[at + 2];
-	char *end;
-	unsigned long long n = strtoull(t, &end, 10);
-	if (end == t || *t < '0' || *t > '9' || *end != '.')
-		return false;
-	*seq = n;
-	return true;
+	return ack_number(subject, 2, seq);
 }
 
 bool

@@ -413,6 +413,10 @@ test_ack_subjects(void **state)
 	assert_false(cluster_ack_delivered("_INBOX.abc.q.1", &d));
 	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5", &d));
 	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a", &d));
+	/* a plain decimal only, as the stream sequence's */
+	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.-1.10.9.1.5", &d));
+	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a. 2.10.9.1.5", &d));
+	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.+2.10.9.1.5", &d));
 	const char *c;
 	size_t n;
 	assert_true(cluster_ack_consumer("$JS.ACK.EFT_TOPICS.d_x=3Ay.3.10.9.17.5", &c, &n));
