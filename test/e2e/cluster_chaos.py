@@ -165,9 +165,7 @@ class KillUnderLoadTest(ClusterBase):
                 nats.kill()
                 time.sleep(0.3)
                 nats.start()
-                for n in (a, b):
-                    wait_for(lambda: n.read_log().count("connected to NATS") >= k + 2, 30,
-                             "a node to reconnect")
+                self.wait_connected((a, b), k + 2)
             time.sleep(1.5)
         finally:
             # quiet past the ack wait: a delivery whose ACK the outage lost

@@ -115,6 +115,13 @@ class ClusterBase(unittest.TestCase):
                  "node %s to see the queue stream" % name)
         return b
 
+    @staticmethod
+    def wait_connected(nodes, times):
+        """Until each node's log says it connected to NATS `times` times."""
+        for n in nodes:
+            wait_for(lambda: n.read_log().count("connected to NATS") >= times, 30,
+                     "a node to connect to NATS %d times" % times)
+
     def client(self, b, version="1.2"):
         c = RawClient(b.port, timeout=10)
         self.clients.append(c)
@@ -586,8 +593,7 @@ class DurableLeaseTest(ClusterBase):
         # down longer than the lease's max_age: it may be gone when NATS is back
         time.sleep(ACK_WAIT_MS / 1000.0 + 0.5)
         nats.start()
-        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
-        wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
+        self.wait_connected((a, b), 2)
         # a writes its lease again (a claim is a write to the bucket)
         wait_for(lambda: stream_last_seq(nats.port, "KV_EFT_LEASES") > written and
                  stream_messages(nats.port, "KV_EFT_LEASES") == 1, 10,
@@ -805,8 +811,7 @@ class NatsRestartTest(ClusterBase):
             sub.send_frame("SUBSCRIBE", [("destination", "/queue/r"), ("id", "1")])
             self.assertEqual(sub.expect_error_and_close(10)["message"], "cluster unavailable")
         nats.start()
-        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
-        wait_for(lambda: b.read_log().count("connected to NATS") >= 2, 30, "b to reconnect")
+        self.wait_connected((a, b), 2)
         wait_for(lambda: a.read_log().count("queue streams EFT_Q_0..") >= 1, 10, "stream")
         after = self.client(a)
         send(after, "/queue/r", "after", rid="after")
@@ -833,7 +838,7 @@ class NatsRestartTest(ClusterBase):
         c.send_frame("BEGIN", [("transaction", "sync"), ("receipt", "big")])
         c.expect("RECEIPT", 10)
         nats.start()
-        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        self.wait_connected((a,), 2)
         consumer = self.client(a)
         subscribe(consumer, "/queue/x")
         c.send_frame("COMMIT", [("transaction", "t"), ("receipt", "c")])
@@ -940,7 +945,7 @@ class CutOffTest(ClusterBase):
             ca.send_frame("ACK", [("id", f["ack"])] + ([("receipt", "acked")] if i == 9 else []))
         self.assertEqual(ca.expect("RECEIPT", 10)["receipt-id"], "acked")
         proxy.restore()
-        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        self.wait_connected((a,), 2)
         # nothing handed out twice on a, and nothing left in JetStream
         ca.expect_nothing(2 * self.ACK_WAIT_MS / 1000.0 / SLOW)
         wait_for(lambda: stream_messages(self.nats[0].port) == 0, 10, "b's ACKs to land")
@@ -974,7 +979,7 @@ class CutOffTest(ClusterBase):
         nats.kill()
         nats.start()
         proxy.mute(False)
-        wait_for(lambda: a.read_log().count("connected to NATS") >= 2, 30, "a to reconnect")
+        self.wait_connected((a,), 2)
         self.assertEqual(pa.expect("RECEIPT", 15 * SLOW)["receipt-id"], "stored")
         f = cb.expect("MESSAGE", 15 * SLOW)
         self.assertEqual(f.body.decode(), "once")
