@@ -88,6 +88,7 @@ struct cq {
 	bool pulling;              /* a pull request is out */
 	uint32_t pull_left;        /* ... of which this many have not come */
 	uint64_t pull_sent_ms;
+	uint64_t max_consumer_seq; /* the highest consumer sequence pulled here */
 	uint32_t window;           /* what its subscribers may hold: buffered + unacked */
 	uint64_t ready_seq;        /* a durable subscription's SUBSCRIBE: its RECEIPT waits
 	                              (as a SEND's does) until the consumer exists */
@@ -747,6 +748,12 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 			log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
 			    q->consumer, (int)dlen, desc, code);
 		} else {
+			/* Its count as it stands: one that went back since (its
+			 * state lost at a new leader) shows in what is pulled. */
+			int64_t counted;
+			if (!failed && cluster_json_member_int(data, len, "delivered", "consumer_seq",
+			    &counted) && counted >= 0)
+				q->max_consumer_seq = (uint64_t)counted;
 			q->consumer_ready = true;
 			refill(cl, q);
 		}
@@ -1067,6 +1074,33 @@ nak_one(struct msg *m, void *arg)
 	settle(arg, m, "-NAK");
 }
 
+/* Whether a pulled message may have been delivered before, though
+ * JetStream counts this delivery as its first: after NATS restarted, or a
+ * stream or consumer got a new leader, the consumer's state can go back
+ * (seen on 2.9.10 with R1 and R3).  Three signs, any one enough:
+ * - it is at or below the mark taken after the outage (after_outage);
+ * - a mark is being taken: whatever comes before the answer is suspect;
+ * - its consumer sequence is not above the highest this node saw for the
+ *   queue: the consumer counts its deliveries again, so it lost some (the
+ *   advisory of its new leader may come after its first deliveries, or
+ *   not at all); the stream's backlog is marked then, as after an outage. */
+static void
+redelivered_or_not(struct cluster *cl, struct cq *q, struct msg *m, const struct cluster_ack *ack)
+{
+	struct cpart *cp = &cl->parts[q->part];
+	bool counted_again = ack->consumer_seq <= q->max_consumer_seq;
+	if (ack->delivered > 1 || cp->marking || ack->stream_seq <= cp->mark || counted_again)
+		m->redelivered = true;
+	if (counted_again && ack->stream_seq > cp->mark && !cp->marking) {
+		log_info("cluster: %s counts its deliveries again (consumer sequence %" PRIu64
+		    ", this node saw %" PRIu64 "): what %s held is delivered as redelivered",
+		    q->consumer, ack->consumer_seq, q->max_consumer_seq, cp->name);
+		after_outage(cl, q->part, false);
+	}
+	if (ack->consumer_seq > q->max_consumer_seq)
+		q->max_consumer_seq = ack->consumer_seq;
+}
+
 /* A pull's answer: a message (on its own subject, eft.q.NAME, with an ack
  * subject naming its consumer) or a status (on the pull's reply subject,
  * INBOX.q.QID). */
@@ -1108,17 +1142,14 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		natsConnection_Publish(cl->nc, reply, bad ? "+TERM" : "-NAK", bad ? 5 : 4);
 		return;
 	}
-	uint64_t delivered = 1, sseq = 0, mark = cl->parts[q->part].mark;
-	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
-		m->redelivered = true;
-	/* (the stream sequence is read only after an outage, or to log it) */
-	if ((mark != 0 || log_get_level() >= EFT_LOG_DEBUG) &&
-	    cluster_ack_stream_seq(reply, &sseq) && sseq <= mark)
-		m->redelivered = true;
+	struct cluster_ack ack = { .delivered = 1 };
+	if (cluster_ack_parse(reply, &ack))
+		redelivered_or_not(cl, q, m, &ack);
 	/* One stream sequence twice: JetStream delivered it again; two
 	 * sequences for one body: it was stored twice (design 3.1). */
-	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", delivered %" PRIu64,
-	    q->consumer, sseq, delivered);
+	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", consumer sequence %"
+	    PRIu64 ", delivered %" PRIu64 "%s", q->consumer, ack.stream_seq, ack.consumer_seq,
+	    ack.delivered, m->redelivered ? " (as redelivered)" : "");
 	/* expiration:0 went through JetStream, where nobody could take it as
 	 * it came: it has expired, whatever this node's clock says of its send
 	 * time (a topic's goes to every node at once). */
@@ -1296,8 +1327,10 @@ on_leader(struct cluster *cl, void *arg, natsMsg *nm)
 static void
 poll_all(struct cluster *cl)
 {
-	drain(cl->inbox_sub, cl, on_inbox, NULL);
+	/* a new leader's advisory before the pulled messages that came after
+	 * it: their stream's mark is asked for first */
 	drain(cl->leader_sub, cl, on_leader, NULL);
+	drain(cl->inbox_sub, cl, on_inbox, NULL);
 	drain(cl->reply_sub, cl, on_reply, NULL);
 	for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
 		drain(t->sub, cl, on_topic, t);

@@ -524,35 +524,29 @@ ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer
 	return true;
 }
 
-/* The number in token `after` places past the consumer's, a plain decimal. */
+/* A plain decimal ending at a '.' or the end; false otherwise. */
 static bool
-ack_number(const char *subject, size_t after, uint64_t *n)
+ack_number(const char *t, uint64_t *n)
 {
-	const char *tok[16];
-	size_t ntok, at;
-	if (!ack_tokens(subject, tok, &ntok, &at))
-		return false;
-	const char *t = tok[at + after];
-	char *end;
 	if (*t < '0' || *t > '9')
 		return false;
+	char *end;
 	unsigned long long v = strtoull(t, &end, 10);
-	if (*end != '.')
+	if (*end != '.' && *end != '\0')
 		return false;
 	*n = v;
 	return true;
 }
 
 bool
-cluster_ack_delivered(const char *subject, uint64_t *delivered)
+cluster_ack_parse(const char *subject, struct cluster_ack *ack)
 {
-	return ack_number(subject, 1, delivered);
-}
-
-bool
-cluster_ack_stream_seq(const char *subject, uint64_t *seq)
-{
-	return ack_number(subject, 2, seq);
+	const char *tok[16];
+	size_t ntok, at;
+	return ack_tokens(subject, tok, &ntok, &at) &&
+	    ack_number(tok[at + 1], &ack->delivered) &&
+	    ack_number(tok[at + 2], &ack->stream_seq) &&
+	    ack_number(tok[at + 3], &ack->consumer_seq);
 }
 
 bool

@@ -118,13 +118,17 @@ bool cluster_json_error(const char *json, size_t len, int64_t *err_code, const c
 long cluster_json_subjects(const char *json, size_t len,
     void (*fn)(const char *subject, size_t len, uint64_t count, void *arg), void *arg);
 
-/* Parse a JetStream ack subject $JS.ACK.<stream>.<consumer>.<delivered>.
- * <stream seq>.<consumer seq>.<time>.<pending> (2.9 also adds a domain and
- * account hash in front: $JS.ACK.<domain>.<hash>.<stream>...): how many
- * times the message was delivered.  False if it is not one. */
-bool cluster_ack_delivered(const char *subject, uint64_t *delivered);
-/* The stream sequence an ack subject names; false if it is not one. */
-bool cluster_ack_stream_seq(const char *subject, uint64_t *seq);
+/* What a JetStream ack subject $JS.ACK.<stream>.<consumer>.<delivered>.
+ * <stream seq>.<consumer seq>.<time>.<pending> says of a delivery (2.9
+ * also adds a domain and account hash in front: $JS.ACK.<domain>.<hash>.
+ * <stream>...). */
+struct cluster_ack {
+	uint64_t delivered;     /* times JetStream delivered it, this time included */
+	uint64_t stream_seq;
+	uint64_t consumer_seq;  /* the consumer's count of deliveries, this one included */
+};
+/* False if subject is not one (each number a plain decimal). */
+bool cluster_ack_parse(const char *subject, struct cluster_ack *ack);
 /* The consumer an ack subject names (a pointer into subject, *len bytes);
  * false if it is not one. */
 bool cluster_ack_consumer(const char *subject, const char **consumer, size_t *len);

@@ -109,8 +109,12 @@ token(const char *d, size_t n)
 	/* an ack subject as a C string */
 	memcpy(t, d, n);
 	t[n] = '\0';
-	uint64_t delivered;
-	cluster_ack_delivered(t, &delivered);
+	struct cluster_ack ack;
+	const char *consumer;
+	size_t clen;
+	cluster_ack_parse(t, &ack);
+	if (cluster_ack_consumer(t, &consumer, &clen))
+		CHECK(consumer > t && consumer + clen <= t + n, "the consumer is outside the subject");
 	free(t);
 	free(out);
 }

@@ -404,19 +404,33 @@ static void
 test_ack_subjects(void **state)
 {
 	(void)state;
-	uint64_t d = 0;
-	assert_true(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5", &d));
-	assert_int_equal(d, 3);
-	assert_true(cluster_ack_delivered(
-	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.10.9.1700000000000000000.5.xyz", &d));
-	assert_int_equal(d, 1);
-	assert_false(cluster_ack_delivered("_INBOX.abc.q.1", &d));
-	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5", &d));
-	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a", &d));
-	/* a plain decimal only, as the stream sequence's */
-	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.-1.10.9.1.5", &d));
-	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a. 2.10.9.1.5", &d));
-	assert_false(cluster_ack_delivered("$JS.ACK.EFT_QUEUES.q-a.+2.10.9.1.5", &d));
+	struct cluster_ack k = {0};
+	assert_true(cluster_ack_parse("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5", &k));
+	assert_int_equal(k.delivered, 3);
+	assert_int_equal(k.stream_seq, 10);
+	assert_int_equal(k.consumer_seq, 9);
+	/* 2.9's form, with a domain and account hash */
+	assert_true(cluster_ack_parse(
+	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.18446744073709551615.7.17.5.xyz", &k));
+	assert_int_equal(k.delivered, 1);
+	assert_true(k.stream_seq == UINT64_MAX);
+	assert_int_equal(k.consumer_seq, 7);
+	assert_false(cluster_ack_parse("_INBOX.abc.q.1", &k));
+	assert_false(cluster_ack_parse("$JS.ACK.EFT_QUEUES.q-a", &k));
+	/* each number a plain decimal */
+	const char *bad[] = {
+		"$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.-1.10.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a. 2.10.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.+2.10.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.3.x.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.3..9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.3.10.9x.1.5",
+		"$JS.ACK.EFT_QUEUES.q-a.3.10..1.5",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(cluster_ack_parse(bad[i], &k));
 	const char *c;
 	size_t n;
 	assert_true(cluster_ack_consumer("$JS.ACK.EFT_TOPICS.d_x=3Ay.3.10.9.17.5", &c, &n));
@@ -426,19 +440,6 @@ test_ack_subjects(void **state)
 	assert_int_equal(n, 3);
 	assert_memory_equal(c, "q_a", 3);
 	assert_false(cluster_ack_consumer("$JS.ACK.S..1.2.3.4.5", &c, &n));
-	/* the stream sequence, in both forms */
-	uint64_t seq = 0;
-	assert_true(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5",
-	    &seq));
-	assert_int_equal(seq, 10);
-	assert_true(cluster_ack_stream_seq(
-	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.18446744073709551615.9.17.5.xyz", &seq));
-	assert_true(seq == UINT64_MAX);
-	assert_false(cluster_ack_stream_seq("_INBOX.abc.q.1", &seq));
-	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.x.9.1.5", &seq));
-	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3..9.1.5", &seq));
-	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5", &seq));
-	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a", &seq));
 	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
 }
 
