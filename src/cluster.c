@@ -106,6 +106,8 @@ struct cq {
 	uint64_t sweep_removed;    /* ... and removed this many so far */
 	uint32_t sweep_deletes;    /* ... this many of them one by one */
 	uint64_t sweep_from;       /* ... looking from this sequence on */
+	bool resetting;            /* its consumer is being deleted and made again */
+	bool reset_deleted;        /* ... and was deleted */
 	/* A durable subscription's lease (section "the lease" below): */
 	uint64_t lease_rev;        /* its revision as this node last stored it; 0: none */
 	bool lease_held;           /* this node holds it: pulls wait for that */
@@ -148,6 +150,7 @@ enum api_kind {
 	API_PURGE,         /* ... what the stream kept below it */
 	API_SWEEP_GET,     /* ... the first message of its subject from a sequence on */
 	API_SWEEP_DELETE,  /* ... that message, below the floor: what PURGE missed */
+	API_RESET,         /* a queue's consumer deleted: its stream lost what it delivered */
 	API_STATS,         /* what waits in partition qid (cluster-stats-ms) */
 	API_LEASE_STREAM,
 	API_LEASE_PUT,
@@ -184,6 +187,13 @@ struct cpart {
 	 * while the mark is asked for. */
 	uint64_t mark;
 	bool marking;
+	/* A stream can also come back without messages it had delivered (its
+	 * last writes lost: seen after kill -9 of an R1 nats-server).  Its
+	 * consumers then point past the sequences it hands out again, never
+	 * deliver those, and the sweep would take them for acknowledged: they
+	 * are deleted and made again, and the mark waits for that. */
+	uint64_t seen_seq;         /* the highest stream sequence pulled here */
+	uint32_t resetting;        /* queues whose consumer is being made again */
 	/* What waits in it (cluster-stats-ms): the last whole answer, and the
 	 * one being read, page by page, until it is whole. */
 	struct cwait *waiting, *building;
@@ -644,6 +654,42 @@ after_outage(struct cluster *cl, uint32_t part, bool again)
 }
 
 static void
+reset_consumer(struct cluster *cl, struct cq *q)
+{
+	char subject[SUBJECT_MAX + 64];
+	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.DELETE.%s.%s", q->stream,
+	    q->consumer);
+	if (api_request(cl, API_RESET, q->qid, subject, "") != 0)
+		q->creating = false;  /* made again as it is: the next outage mark tries again */
+}
+
+/* Queue stream part came back at sequence last, below what was pulled
+ * here: each of its queues' consumer is deleted and made again (deliver
+ * all), so that it hands out what the stream holds.  The mark is asked for
+ * once all are made; pulls wait.  False if no queue here needs it. */
+static bool
+reset_consumers(struct cluster *cl, uint32_t part, uint64_t last)
+{
+	struct cpart *cp = &cl->parts[part];
+	log_warn("cluster: %s came back at sequence %" PRIu64 ", below the %" PRIu64 " pulled here "
+	    "(nats-server lost its last writes); its consumers start again from its first "
+	    "message, all of it marked redelivered", cp->name, last, cp->seen_seq);
+	cp->seen_seq = last;
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
+		if (q->part != part || q->durable || q->resetting)
+			continue;
+		q->resetting = true;
+		q->reset_deleted = false;
+		q->consumer_ready = false;
+		q->creating = true;   /* not made again before it is deleted */
+		q->sweeping = false;
+		cp->resetting++;
+		reset_consumer(cl, q);
+	}
+	return cp->resetting > 0;
+}
+
+static void
 mark_answer(struct cluster *cl, uint32_t part, bool failed, int64_t code, const char *data,
     size_t len)
 {
@@ -657,7 +703,12 @@ mark_answer(struct cluster *cl, uint32_t part, bool failed, int64_t code, const 
 	 * start again. */
 	if (!failed && !cluster_json_int(data, len, "last_seq", &last))
 		last = 0;
-	cp->mark = (uint64_t)(last > 0 ? last : 0);
+	if (last < 0)
+		last = 0;
+	if (part < cl->nparts && cp->seen_seq > (uint64_t)last && reset_consumers(cl, part,
+	    (uint64_t)last))
+		return;  /* marked once its consumers are made again */
+	cp->mark = (uint64_t)last;
 	cp->marking = false;
 	log_info("cluster: after the outage, what %s held (up to sequence %" PRIu64 ") is "
 	    "delivered as redelivered", cp->name, cp->mark);
@@ -748,6 +799,19 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 			log_info("cluster: durable subscriptions' stream %s ready", CLUSTER_TOPIC_STREAM);
 		cl->topics_ready = true;
 		break;
+	case API_RESET: {
+		struct cq *q = cq_of(cl, a->qid);
+		if (q == NULL)
+			break;
+		if (failed && code != 10014 && code != 10059)  /* not found: gone with its stream */
+			log_warn("cluster: consumer %s not deleted: %.*s; made again as it is",
+			    q->consumer, (int)dlen, desc);
+		q->creating = false;
+		q->reset_deleted = true;
+		if (stream_ready(cl, q))
+			create_consumer(cl, q);
+		break;
+	}
 	case API_DELETE:
 		if (failed)
 			log_warn("cluster: a durable subscription's consumer was not deleted: %.*s",
@@ -760,8 +824,16 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 		struct cq *q = cq_of(cl, a->qid);
 		if (q == NULL)
 			break;
+		/* made (as it was) before the reset's delete: made again after */
+		if (q->resetting && !q->reset_deleted)
+			break;
 		q->creating = false;
 		release_seq(cl, &q->ready_seq);
+		if (q->resetting) {
+			q->resetting = false;
+			if (cl->parts[q->part].resetting > 0 && --cl->parts[q->part].resetting == 0)
+				ask_mark(cl, q->part);
+		}
 		if (failed && !exists) {
 			log_error("cluster: JetStream refused consumer %s: %.*s (%" PRId64 ")",
 			    q->consumer, (int)dlen, desc, code);
@@ -1048,7 +1120,9 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 {
 	int64_t floor = 0, delivered = 0, unacked = -1, undelivered = -1;
 	q->sweeping = false;
-	if (failed || !cluster_json_member_int(data, len, "ack_floor", "stream_seq", &floor) ||
+	/* (a consumer being made again: its old floor means nothing) */
+	if (failed || !q->consumer_ready ||
+	    !cluster_json_member_int(data, len, "ack_floor", "stream_seq", &floor) ||
 	    !cluster_json_member_int(data, len, "delivered", "stream_seq", &delivered) ||
 	    !cluster_json_int(data, len, "num_ack_pending", &unacked) ||
 	    !cluster_json_int(data, len, "num_pending", &undelivered))
@@ -1179,6 +1253,8 @@ redelivered_or_not(struct cluster *cl, struct cq *q, struct msg *m, const struct
 	}
 	if (ack->consumer_seq > q->max_consumer_seq)
 		q->max_consumer_seq = ack->consumer_seq;
+	if (ack->stream_seq > cp->seen_seq)
+		cp->seen_seq = ack->stream_seq;
 }
 
 /* A pull's answer: a message (on its own subject, eft.q.NAME, with an ack
@@ -1778,7 +1854,10 @@ connected(struct cluster *cl)
 		q->pull_left = 0;
 		q->consumer_ready = false;
 		q->creating = false;
+		q->resetting = false;
 	}
+	for (uint32_t p = 0; p < cl->nparts; p++)
+		cl->parts[p].resetting = 0;
 	forget_requests(cl);
 	waiting_reset(cl);
 	/* After an outage: where each stream was, before any pull. */
@@ -1837,6 +1916,11 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 		HASH_DEL(cl->apis, a);
 		if (a->kind == API_MARK)
 			ask_mark(cl, a->qid);
+		if (a->kind == API_RESET) {
+			struct cq *rq = cq_of(cl, a->qid);
+			if (rq != NULL)
+				reset_consumer(cl, rq);
+		}
 		if (a->kind == API_FLOOR || a->kind == API_PURGE || a->kind == API_SWEEP_GET ||
 		    a->kind == API_SWEEP_DELETE) {
 			struct cq *sq = cq_of(cl, a->qid);
