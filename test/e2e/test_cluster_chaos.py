@@ -1,12 +1,10 @@
 """The cluster's kill -9 trials (issue 26): nats-server killed under load.
 
-Not in make test: `make cluster-chaos` runs them CHAOS_ROUNDS times (each
-round both tests, about 30 s), because they still find an open defect now
-and then (about 1 run in 6 on the 2-core VM): after the last restart, an
-acknowledged message JetStream kept is sometimes not swept away within 90 s,
-so the streams do not come back to empty.  Everything else they check (every
-RECEIPTed message delivered, no second copy without redelivered:true) has
-held in every run.
+In make test once (each run both tests, about 30 s); `make cluster-chaos
+CHAOS_ROUNDS=N` runs them N times.  They check that every RECEIPTed message
+is delivered, that no second copy comes without redelivered:true, and that
+the streams hold nothing once everything was consumed.  What they found is
+in docs/cluster.md ("After a NATS outage").
 
 - kill -9 of the one nats-server, 3 times, under load from producers and
   consumers on two nodes;
