@@ -310,10 +310,21 @@ def eftd_has_read(*socks):
     return True
 
 
+_ports_given = collections.deque(maxlen=2000)
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now and not handed out lately by this process:
+    the kernel can give one port to two binds in a row, and a server started
+    with both (nats-server's monitor and route ports) fails to listen."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_given:
+            _ports_given.append(port)
+            return port
+    raise RuntimeError("no free loopback port in 100 tries")
 
 
 def open_socket(port, host="127.0.0.1", timeout=5, sockopts=(), tls=None, context=None):
@@ -379,14 +390,7 @@ class Broker:
         self.args = list(args)
         self.transport = transport or TRANSPORT
         self.listen = list(listen or [])
-        # each its own: two free_port() calls can give the same port
-        self.ports = [self.port]
-        for _ in self.listen[1:]:
-            for _attempt in range(100):
-                port = free_port()
-                if port not in self.ports:
-                    break
-            self.ports.append(port)
+        self.ports = [self.port] + [free_port() for _ in self.listen[1:]]
         self.env = dict(os.environ, **env) if env else None
         self.proc = None
         self.log_path = None
