@@ -69,6 +69,11 @@
  * SetPingInterval(2000) x SetMaxPingsOut(3). */
 #define SILENT_CUT_MS 6000
 #define QUIET_MS 3000            /* nothing read this long: the ping interval and then some */
+/* natsMsgs done with, destroyed together (spent_add): libnats hands each
+ * destroyed one to its collector thread and wakes that thread when it was
+ * idle, a context switch or two per message when they go one by one. */
+#define SPENT_MAX 256
+#define SCRATCH_KEPT (64 << 10)  /* a SEND's encoding buffer up to this size is kept */
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -198,6 +203,9 @@ struct cluster {
 	char inbox[64];                  /* INBOX prefix of this run */
 	size_t inbox_len;
 	char instance[24];               /* names this run's Nats-Msg-Ids */
+	size_t instance_len;
+	char *scratch;                   /* a SEND's payload is encoded here (libnats copies it) */
+	size_t scratch_cap;
 	natsSubscription *inbox_sub, *reply_sub;
 	natsSubscription *leader_sub;    /* JetStream's leader elections (a NATS cluster) */
 	struct ctopic *topics;
@@ -244,7 +252,31 @@ struct cluster {
 	uint64_t renewed_ms;             /* ... the last renewal JetStream surely had then */
 	bool revoke_due;                 /* lost, and not yet let go of this outage */
 	uint64_t revoked;                /* messages let go of so far (metrics) */
+	natsMsg *spent[SPENT_MAX];       /* to destroy, a batch at a time (spent_add) */
+	size_t nspent;
 };
+
+/* ---- natsMsgs done with ---- */
+
+static void
+spent_flush(struct cluster *cl)
+{
+	for (size_t i = 0; i < cl->nspent; i++)
+		natsMsg_Destroy(cl->spent[i]);
+	cl->nspent = 0;
+}
+
+/* Destroyed with the next SPENT_MAX - 1, or at the next tick: one wake of
+ * libnats's collector thread per batch. */
+static void
+spent_add(struct cluster *cl, natsMsg *nm)
+{
+	if (nm == NULL)
+		return;
+	if (cl->nspent == SPENT_MAX)
+		spent_flush(cl);
+	cl->spent[cl->nspent++] = nm;
+}
 
 /* ---- the event-loop adapter (libnats calls these) ---- */
 
@@ -793,8 +825,7 @@ pubs_advance(struct cluster *cl)
 	uint64_t before = cl->kept;
 	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
 		struct pub *p = pub_at(cl, 0);
-		if (p->msg != NULL)
-			natsMsg_Destroy(p->msg);
+		spent_add(cl, p->msg);
 		cl->kept = p->seq;
 		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
 		cl->npubs--;
@@ -911,9 +942,14 @@ send_queue(struct cluster *cl, const char *subject, const char *payload, size_t 
 	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
 		return -1;
 	uint64_t seq = cl->next_pub;
-	char reply[96], id[64];
-	snprintf(reply, sizeof(reply), "%s.p.%" PRIu64, cl->inbox, seq);
-	snprintf(id, sizeof(id), "%s-%" PRIu64, cl->instance, seq);
+	/* INBOX.p.SEQ and INSTANCE-SEQ, per SEND: no snprintf */
+	char reply[sizeof(cl->inbox) + 24], id[sizeof(cl->instance) + 24];
+	memcpy(reply, cl->inbox, cl->inbox_len);
+	memcpy(reply + cl->inbox_len, ".p.", 3);
+	msg_format_u64(reply + cl->inbox_len + 3, seq);
+	memcpy(id, cl->instance, cl->instance_len);
+	id[cl->instance_len] = '-';
+	msg_format_u64(id + cl->instance_len + 1, seq);
 	natsMsg *nm = NULL;
 	if (natsMsg_Create(&nm, subject, reply, payload, (int)len) != NATS_OK)
 		return -1;
@@ -1074,7 +1110,11 @@ static void
 pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 {
 	const char *status = NULL;
-	if (natsMsgHeader_Get(nm, "Status", &status) == NATS_OK && status != NULL) {
+	/* A message has an ack subject for a reply, a status none: only a
+	 * status's headers are read (reading them costs libnats allocations). */
+	const char *reply = natsMsg_GetReply(nm);
+	if (reply == NULL && natsMsgHeader_Get(nm, "Status", &status) == NATS_OK &&
+	    status != NULL) {
 		/* 404 no messages, 408 the request expired, 409 ...: pull again */
 		log_debug("cluster: pull for %s ended: %s", q ? q->consumer : "a queue gone", status);
 		if (q != NULL) {
@@ -1085,7 +1125,6 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		}
 		return;
 	}
-	const char *reply = natsMsg_GetReply(nm);
 	if (reply == NULL)
 		return;
 	if (q == NULL) {
@@ -1222,7 +1261,7 @@ drain(natsSubscription *sub, struct cluster *cl, void (*fn)(struct cluster *, vo
 		if (natsSubscription_NextMsg(&nm, sub, 0) != NATS_OK)
 			return;
 		fn(cl, arg, nm);
-		natsMsg_Destroy(nm);
+		spent_add(cl, nm);
 	}
 }
 
@@ -1880,6 +1919,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct cluster *cl = arg;
 	uint64_t now = now_ms(cl);
+	spent_flush(cl);
 	if (!cl->connected) {
 		revoke_if_due(cl, now);
 		return;
@@ -2133,17 +2173,28 @@ cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
 	int rc = check_send(cl, kind, name, len, m, subject, &size, err);
 	if (rc != 0)
 		return rc;
-	char *payload = malloc(size);
-	if (payload == NULL) {
-		*err = "out of memory";
-		return CLUSTER_NOMEM;
+	if (size > cl->scratch_cap) {
+		/* kept for the next SEND: no malloc and free per message */
+		char *grown = realloc(cl->scratch, size);
+		if (grown == NULL) {
+			*err = "out of memory";
+			return CLUSTER_NOMEM;
+		}
+		cl->scratch = grown;
+		cl->scratch_cap = size;
 	}
+	char *payload = cl->scratch;
 	cluster_msg_encode(m, payload);
 	if (kind == ADDR_QUEUE)
 		rc = send_queue(cl, subject, payload, size);
 	else
 		rc = natsConnection_Publish(cl->nc, subject, payload, (int)size) == NATS_OK ? 0 : -1;
-	free(payload);
+	if (cl->scratch_cap > SCRATCH_KEPT) {
+		/* a rare large one is not held on to */
+		free(cl->scratch);
+		cl->scratch = NULL;
+		cl->scratch_cap = 0;
+	}
 	if (rc != 0) {
 		*err = "cluster unavailable";
 		rc = CLUSTER_DOWN;
@@ -2596,6 +2647,7 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 	cl->inbox_len = strlen(cl->inbox);
 	/* the inbox's random tail names this run */
 	snprintf(cl->instance, sizeof(cl->instance), "%s", inbox + 7);
+	cl->instance_len = strlen(cl->instance);
 	natsInbox_Destroy(inbox);
 	cl->state_ev = event_new(cl->base, -1, 0, state_cb, cl);
 	cl->tick_ev = event_new(cl->base, -1, EV_PERSIST, tick_cb, cl);
@@ -2716,6 +2768,8 @@ cluster_stop(struct cluster *cl)
 	for (size_t i = 0; i < cl->npubs; i++)
 		if (pub_at(cl, i)->msg != NULL)
 			natsMsg_Destroy(pub_at(cl, i)->msg);
+	spent_flush(cl);
+	free(cl->scratch);
 	free(cl->pubs);
 	forget_requests(cl);
 	waiting_reset(cl);
