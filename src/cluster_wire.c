@@ -53,9 +53,22 @@ cluster_queue_partition(const char *name, size_t len, uint32_t parts)
 size_t
 cluster_queue_subject(char *out, size_t cap, uint32_t partition, const char *name, size_t len)
 {
-	char prefix[32];
-	snprintf(prefix, sizeof(prefix), "eft.q.%" PRIu32 ".", partition);
-	return cluster_escape(out, cap, prefix, name, len);
+	/* "eft.q.PARTITION." by hand: this runs for every queue SEND */
+	char digits[10];
+	size_t nd = 0;
+	do {
+		digits[nd++] = (char)('0' + partition % 10);
+		partition /= 10;
+	} while (partition != 0);
+	size_t n = 6 + nd + 1;
+	if (n >= cap)
+		return 0;
+	memcpy(out, "eft.q.", 6);
+	for (size_t i = 0; i < nd; i++)
+		out[6 + i] = digits[nd - 1 - i];
+	out[n - 1] = '.';
+	out[n] = '\0';
+	return escape_at(out, cap, n, name, len);
 }
 
 #define DESCRIPTION_PREFIX "eft queues: partition "

@@ -470,6 +470,15 @@ test_queue_partitions(void **state)
 	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 12, "a.b", 3), 14);
 	assert_string_equal(subject, "eft.q.12.a=2Eb");
 	assert_int_equal(cluster_queue_subject(subject, 12, 12, "a.b", 3), 0);
+	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 0, "q", 1), 9);
+	assert_string_equal(subject, "eft.q.0.q");
+	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 4294967295u, "q", 1), 18);
+	assert_string_equal(subject, "eft.q.4294967295.q");
+	/* the prefix alone must leave room for the NUL */
+	assert_int_equal(cluster_queue_subject(subject, 9, 0, "", 0), 8);
+	assert_string_equal(subject, "eft.q.0.");
+	assert_int_equal(cluster_queue_subject(subject, 8, 0, "", 0), 0);
+	assert_int_equal(cluster_queue_subject(subject, 9, 10, "", 0), 0);
 
 	char desc[64];
 	uint32_t parts = 0;
