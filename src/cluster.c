@@ -1128,7 +1128,7 @@ nak_one(struct msg *m, void *arg)
  * subject naming its consumer) or a status (on the pull's reply subject,
  * INBOX.q.QID). */
 static void
-pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
+pulled(struct cluster *cl, struct cq *q, natsMsg *nm, const struct cluster_ack *ack)
 {
 	const char *status = NULL;
 	/* A message has an ack subject for a reply, a status none: only a
@@ -1169,12 +1169,15 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		return;
 	}
 	uint64_t delivered = 1, sseq = 0, mark = cl->parts[q->part].mark;
-	if (cluster_ack_delivered(reply, &delivered) && delivered > 1)
+	if (ack != NULL && ack->has_delivered && ack->delivered > 1)
 		m->redelivered = true;
-	/* (the stream sequence is read only after an outage, or to log it) */
-	if ((mark != 0 || log_get_level() >= EFT_LOG_DEBUG) &&
-	    cluster_ack_stream_seq(reply, &sseq) && sseq <= mark)
-		m->redelivered = true;
+	if (ack != NULL && ack->has_delivered)
+		delivered = ack->delivered;
+	if (ack != NULL && ack->has_stream_seq) {
+		sseq = ack->stream_seq;
+		if (mark != 0 && sseq <= mark)
+			m->redelivered = true;
+	}
 	/* One stream sequence twice: JetStream delivered it again; two
 	 * sequences for one body: it was stored twice (design 3.1). */
 	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", delivered %" PRIu64,
@@ -1235,13 +1238,15 @@ reply_arrived(struct cluster *cl, natsMsg *nm)
 static void
 inbox_arrived(struct cluster *cl, natsMsg *nm)
 {
-	const char *subject = natsMsg_GetSubject(nm), *consumer;
+	const char *subject = natsMsg_GetSubject(nm);
 	const char *reply = natsMsg_GetReply(nm);
-	size_t clen;
-	if (reply != NULL && cluster_ack_consumer(reply, &consumer, &clen)) {
+	/* its ack subject, read once for all pulled() needs of it */
+	struct cluster_ack ack;
+	bool acked = reply != NULL && cluster_ack_parse(reply, &ack);
+	if (acked && ack.consumer_len > 0) {
 		struct cq *q;
-		HASH_FIND(hh_consumer, cl->by_consumer, consumer, clen, q);
-		pulled(cl, q, nm);
+		HASH_FIND(hh_consumer, cl->by_consumer, ack.consumer, ack.consumer_len, q);
+		pulled(cl, q, nm, &ack);
 		return;
 	}
 	if (strncmp(subject, cl->inbox, cl->inbox_len) != 0 || subject[cl->inbox_len] != '.')
@@ -1261,7 +1266,7 @@ inbox_arrived(struct cluster *cl, natsMsg *nm)
 		pub_answer(cl, id, data, len);
 		break;
 	case 'q':
-		pulled(cl, cq_of(cl, (uint32_t)id), nm);
+		pulled(cl, cq_of(cl, (uint32_t)id), nm, acked ? &ack : NULL);
 		break;
 	case 'a':
 		api_answer(cl, id, data ? data : "", len);

@@ -537,45 +537,66 @@ ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer
 	return true;
 }
 
+/* A token of digits ending at '.' (or the end): its value, false if none
+ * or past 64 bits. */
+static bool
+ack_number(const char *t, uint64_t *value)
+{
+	uint64_t n = 0;
+	const char *p = t;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		uint64_t digit = (uint64_t)(*p - '0');
+		if (n > (UINT64_MAX - digit) / 10)
+			return false;
+		n = n * 10 + digit;
+	}
+	if (p == t || *p != '.')
+		return false;
+	*value = n;
+	return true;
+}
+
 bool
-cluster_ack_delivered(const char *subject, uint64_t *delivered)
+cluster_ack_parse(const char *subject, struct cluster_ack *ack)
 {
 	const char *tok[16];
 	size_t ntok, at;
 	if (!ack_tokens(subject, tok, &ntok, &at))
 		return false;
-	char *end;
-	unsigned long long n = strtoull(tok[at + 1], &end, 10);
-	if (end == tok[at + 1] || *end != '.')
+	ack->consumer = tok[at];
+	ack->consumer_len = (size_t)(tok[at + 1] - tok[at] - 1);
+	ack->has_delivered = ack_number(tok[at + 1], &ack->delivered);
+	ack->has_stream_seq = ack_number(tok[at + 2], &ack->stream_seq);
+	return true;
+}
+
+bool
+cluster_ack_delivered(const char *subject, uint64_t *delivered)
+{
+	struct cluster_ack ack;
+	if (!cluster_ack_parse(subject, &ack) || !ack.has_delivered)
 		return false;
-	*delivered = n;
+	*delivered = ack.delivered;
 	return true;
 }
 
 bool
 cluster_ack_stream_seq(const char *subject, uint64_t *seq)
 {
-	const char *tok[16];
-	size_t ntok, at;
-	if (!ack_tokens(subject, tok, &ntok, &at))
+	struct cluster_ack ack;
+	if (!cluster_ack_parse(subject, &ack) || !ack.has_stream_seq)
 		return false;
-	const char *t = tok[at + 2];
-	char *end;
-	unsigned long long n = strtoull(t, &end, 10);
-	if (end == t || *t < '0' || *t > '9' || *end != '.')
-		return false;
-	*seq = n;
+	*seq = ack.stream_seq;
 	return true;
 }
 
 bool
 cluster_ack_consumer(const char *subject, const char **consumer, size_t *len)
 {
-	const char *tok[16];
-	size_t ntok, at;
-	if (!ack_tokens(subject, tok, &ntok, &at) || tok[at + 1] - tok[at] < 2)
+	struct cluster_ack ack;
+	if (!cluster_ack_parse(subject, &ack) || ack.consumer_len == 0)
 		return false;
-	*consumer = tok[at];
-	*len = (size_t)(tok[at + 1] - tok[at] - 1);
+	*consumer = ack.consumer;
+	*len = ack.consumer_len;
 	return true;
 }

@@ -128,5 +128,15 @@ bool cluster_ack_stream_seq(const char *subject, uint64_t *seq);
 /* The consumer an ack subject names (a pointer into subject, *len bytes);
  * false if it is not one. */
 bool cluster_ack_consumer(const char *subject, const char **consumer, size_t *len);
+/* All of the above from one pass over the subject (one per pulled message):
+ * false if it is not an ack subject; consumer_len 0 and has_* false for
+ * the parts that are not what they should be. */
+struct cluster_ack {
+	const char *consumer;      /* into subject, consumer_len bytes */
+	size_t consumer_len;
+	bool has_delivered, has_stream_seq;
+	uint64_t delivered, stream_seq;
+};
+bool cluster_ack_parse(const char *subject, struct cluster_ack *ack);
 
 #endif

@@ -436,6 +436,30 @@ test_ack_subjects(void **state)
 	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5", &seq));
 	assert_false(cluster_ack_stream_seq("$JS.ACK.EFT_QUEUES.q-a", &seq));
 	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
+	/* all at once, as pulled() reads them */
+	struct cluster_ack ack;
+	assert_true(cluster_ack_parse("$JS.ACK.EFT_Q_5.q_a.2.77.9.1700000000000000000.5", &ack));
+	assert_int_equal(ack.consumer_len, 3);
+	assert_memory_equal(ack.consumer, "q_a", 3);
+	assert_true(ack.has_delivered);
+	assert_int_equal(ack.delivered, 2);
+	assert_true(ack.has_stream_seq);
+	assert_int_equal(ack.stream_seq, 77);
+	assert_true(cluster_ack_parse("$JS.ACK.dom.H.EFT_Q_5.q_b.1.18446744073709551615.9.17.5.x",
+	    &ack));
+	assert_memory_equal(ack.consumer, "q_b", 3);
+	assert_int_equal(ack.delivered, 1);
+	assert_true(ack.stream_seq == UINT64_MAX);
+	/* past 64 bits, empty, signed or not digits: not numbers */
+	assert_true(cluster_ack_parse("$JS.ACK.S.c.18446744073709551616.+1.9.17.5", &ack));
+	assert_false(ack.has_delivered);
+	assert_false(ack.has_stream_seq);
+	assert_true(cluster_ack_parse("$JS.ACK.S..1..9.17.5", &ack));
+	assert_int_equal(ack.consumer_len, 0);
+	assert_true(ack.has_delivered);
+	assert_false(ack.has_stream_seq);
+	assert_false(cluster_ack_parse("$JS.ACK.S.c.1.2", &ack));
+	assert_false(cluster_ack_parse("_INBOX.abc.q.1", &ack));
 }
 
 /* The partition hash is wire format: these values were computed apart
