@@ -537,8 +537,8 @@ ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer
 	return true;
 }
 
-/* A token of digits ending at '.' (or the end): its value, false if none
- * or past 64 bits. */
+/* A token of digits ending at '.': its value; false if there are none, or
+ * something else ends it, or it is past 64 bits. */
 static bool
 ack_number(const char *t, uint64_t *value)
 {
