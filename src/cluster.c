@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,11 @@
  * SetPingInterval(2000) x SetMaxPingsOut(3). */
 #define SILENT_CUT_MS 6000
 #define QUIET_MS 3000            /* nothing read this long: the ping interval and then some */
+/* natsMsgs done with, destroyed together (spent_add): libnats hands each
+ * destroyed one to its collector thread and wakes that thread when it was
+ * idle, a context switch or two per message when they go one by one. */
+#define SPENT_MAX 256
+#define SCRATCH_KEPT (64 << 10)  /* a SEND's encoding buffer up to this size is kept */
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -216,6 +222,9 @@ struct cluster {
 	char inbox[64];                  /* INBOX prefix of this run */
 	size_t inbox_len;
 	char instance[24];               /* names this run's Nats-Msg-Ids */
+	size_t instance_len;
+	char *scratch;                   /* a SEND's payload is encoded here (libnats copies it) */
+	size_t scratch_cap;
 	natsSubscription *inbox_sub, *reply_sub;
 	natsSubscription *leader_sub;    /* JetStream's leader elections (a NATS cluster) */
 	struct ctopic *topics;
@@ -262,7 +271,51 @@ struct cluster {
 	uint64_t renewed_ms;             /* ... the last renewal JetStream surely had then */
 	bool revoke_due;                 /* lost, and not yet let go of this outage */
 	uint64_t revoked;                /* messages let go of so far (metrics) */
+	natsMsg *spent[SPENT_MAX];       /* to destroy, a batch at a time (spent_add) */
+	size_t nspent;
 };
+
+/* ---- natsMsgs done with ---- */
+
+static void
+spent_flush(struct cluster *cl)
+{
+	for (size_t i = 0; i < cl->nspent; i++)
+		natsMsg_Destroy(cl->spent[i]);
+	cl->nspent = 0;
+}
+
+/* Destroyed with the next SPENT_MAX - 1, or at the next tick: one wake of
+ * libnats's collector thread per batch. */
+static void
+spent_add(struct cluster *cl, natsMsg *nm)
+{
+	if (nm == NULL)
+		return;
+	if (cl->nspent == SPENT_MAX)
+		spent_flush(cl);
+	cl->spent[cl->nspent++] = nm;
+}
+
+/* libnats starts its threads at its first call, and a new thread takes the
+ * scheduling policy of the one that made it.  Its message collector is
+ * woken for each batch of natsMsgs destroyed here (spent_add); as
+ * SCHED_BATCH it does not preempt the loop that woke it while the loop
+ * still holds the collector's lock, which made the two threads take turns
+ * on one core for every message of the batch (perf: four context switches
+ * a wake).  It runs as soon as a core is free, or at the next tick; so do
+ * libnats's timer (pings) and callback threads, which wake the loop only. */
+static natsStatus
+open_nats(void)
+{
+	struct sched_param normal = { 0 };
+	bool batch = sched_getscheduler(0) == SCHED_OTHER &&
+	    sched_setscheduler(0, SCHED_BATCH, &normal) == 0;
+	natsStatus s = nats_Open(-1);
+	if (batch && sched_setscheduler(0, SCHED_OTHER, &normal) != 0)
+		log_warn("cluster: the loop's thread stays SCHED_BATCH: %s", strerror(errno));
+	return s;
+}
 
 /* ---- the event-loop adapter (libnats calls these) ---- */
 
@@ -890,8 +943,7 @@ pubs_advance(struct cluster *cl)
 	uint64_t before = cl->kept;
 	while (cl->npubs > 0 && pub_at(cl, 0)->acked) {
 		struct pub *p = pub_at(cl, 0);
-		if (p->msg != NULL)
-			natsMsg_Destroy(p->msg);
+		spent_add(cl, p->msg);
 		cl->kept = p->seq;
 		cl->pubs_head = (cl->pubs_head + 1) % cl->pubs_cap;
 		cl->npubs--;
@@ -1008,9 +1060,14 @@ send_queue(struct cluster *cl, const char *subject, const char *payload, size_t 
 	if (cl->npubs == cl->pubs_cap && pubs_grow(cl) != 0)
 		return -1;
 	uint64_t seq = cl->next_pub;
-	char reply[96], id[64];
-	snprintf(reply, sizeof(reply), "%s.p.%" PRIu64, cl->inbox, seq);
-	snprintf(id, sizeof(id), "%s-%" PRIu64, cl->instance, seq);
+	/* INBOX.p.SEQ and INSTANCE-SEQ, per SEND: no snprintf */
+	char reply[sizeof(cl->inbox) + 24], id[sizeof(cl->instance) + 24];
+	memcpy(reply, cl->inbox, cl->inbox_len);
+	memcpy(reply + cl->inbox_len, ".p.", 3);
+	msg_format_u64(reply + cl->inbox_len + 3, seq);
+	memcpy(id, cl->instance, cl->instance_len);
+	id[cl->instance_len] = '-';
+	msg_format_u64(id + cl->instance_len + 1, seq);
 	natsMsg *nm = NULL;
 	if (natsMsg_Create(&nm, subject, reply, payload, (int)len) != NATS_OK)
 		return -1;
@@ -1242,18 +1299,20 @@ static void
 redelivered_or_not(struct cluster *cl, struct cq *q, struct msg *m, const struct cluster_ack *ack)
 {
 	struct cpart *cp = &cl->parts[q->part];
-	bool counted_again = ack->consumer_seq <= q->max_consumer_seq;
-	if (ack->delivered > 1 || cp->marking || ack->stream_seq <= cp->mark || counted_again)
+	bool counted_again = ack->has_consumer_seq && ack->consumer_seq <= q->max_consumer_seq;
+	bool below_mark = ack->has_stream_seq && ack->stream_seq <= cp->mark;
+	if ((ack->has_delivered && ack->delivered > 1) || cp->marking || below_mark ||
+	    counted_again)
 		m->redelivered = true;
-	if (counted_again && ack->stream_seq > cp->mark && !cp->marking) {
+	if (counted_again && !below_mark && !cp->marking) {
 		log_info("cluster: %s counts its deliveries again (consumer sequence %" PRIu64
 		    ", this node saw %" PRIu64 "): what %s held is delivered as redelivered",
 		    q->consumer, ack->consumer_seq, q->max_consumer_seq, cp->name);
 		after_outage(cl, q->part, false);
 	}
-	if (ack->consumer_seq > q->max_consumer_seq)
+	if (ack->has_consumer_seq && ack->consumer_seq > q->max_consumer_seq)
 		q->max_consumer_seq = ack->consumer_seq;
-	if (ack->stream_seq > cp->seen_seq)
+	if (ack->has_stream_seq && ack->stream_seq > cp->seen_seq)
 		cp->seen_seq = ack->stream_seq;
 }
 
@@ -1261,10 +1320,14 @@ redelivered_or_not(struct cluster *cl, struct cq *q, struct msg *m, const struct
  * subject naming its consumer) or a status (on the pull's reply subject,
  * INBOX.q.QID). */
 static void
-pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
+pulled(struct cluster *cl, struct cq *q, natsMsg *nm, const struct cluster_ack *ack)
 {
 	const char *status = NULL;
-	if (natsMsgHeader_Get(nm, "Status", &status) == NATS_OK && status != NULL) {
+	/* A message has an ack subject for a reply, a status none: only a
+	 * status's headers are read (reading them costs libnats allocations). */
+	const char *reply = natsMsg_GetReply(nm);
+	if (reply == NULL && natsMsgHeader_Get(nm, "Status", &status) == NATS_OK &&
+	    status != NULL) {
 		/* 404 no messages, 408 the request expired, 409 ...: pull again */
 		log_debug("cluster: pull for %s ended: %s", q ? q->consumer : "a queue gone", status);
 		if (q != NULL) {
@@ -1275,7 +1338,6 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		}
 		return;
 	}
-	const char *reply = natsMsg_GetReply(nm);
 	if (reply == NULL)
 		return;
 	if (q == NULL) {
@@ -1298,14 +1360,14 @@ pulled(struct cluster *cl, struct cq *q, natsMsg *nm)
 		natsConnection_Publish(cl->nc, reply, bad ? "+TERM" : "-NAK", bad ? 5 : 4);
 		return;
 	}
-	struct cluster_ack ack = { .delivered = 1 };
-	if (cluster_ack_parse(reply, &ack))
-		redelivered_or_not(cl, q, m, &ack);
+	if (ack != NULL)
+		redelivered_or_not(cl, q, m, ack);
 	/* One stream sequence twice: JetStream delivered it again; two
 	 * sequences for one body: it was stored twice (design 3.1). */
 	log_debug("cluster: pulled for %s: stream sequence %" PRIu64 ", consumer sequence %"
-	    PRIu64 ", delivered %" PRIu64 "%s", q->consumer, ack.stream_seq, ack.consumer_seq,
-	    ack.delivered, m->redelivered ? " (as redelivered)" : "");
+	    PRIu64 ", delivered %" PRIu64 "%s", q->consumer, ack ? ack->stream_seq : 0,
+	    ack ? ack->consumer_seq : 0, ack ? ack->delivered : 0,
+	    m->redelivered ? " (as redelivered)" : "");
 	/* expiration:0 went through JetStream, where nobody could take it as
 	 * it came: it has expired, whatever this node's clock says of its send
 	 * time (a topic's goes to every node at once). */
@@ -1362,13 +1424,15 @@ reply_arrived(struct cluster *cl, natsMsg *nm)
 static void
 inbox_arrived(struct cluster *cl, natsMsg *nm)
 {
-	const char *subject = natsMsg_GetSubject(nm), *consumer;
+	const char *subject = natsMsg_GetSubject(nm);
 	const char *reply = natsMsg_GetReply(nm);
-	size_t clen;
-	if (reply != NULL && cluster_ack_consumer(reply, &consumer, &clen)) {
+	/* its ack subject, read once for all pulled() needs of it */
+	struct cluster_ack ack;
+	bool acked = reply != NULL && cluster_ack_parse(reply, &ack);
+	if (acked && ack.consumer_len > 0) {
 		struct cq *q;
-		HASH_FIND(hh_consumer, cl->by_consumer, consumer, clen, q);
-		pulled(cl, q, nm);
+		HASH_FIND(hh_consumer, cl->by_consumer, ack.consumer, ack.consumer_len, q);
+		pulled(cl, q, nm, &ack);
 		return;
 	}
 	if (strncmp(subject, cl->inbox, cl->inbox_len) != 0 || subject[cl->inbox_len] != '.')
@@ -1388,7 +1452,7 @@ inbox_arrived(struct cluster *cl, natsMsg *nm)
 		pub_answer(cl, id, data, len);
 		break;
 	case 'q':
-		pulled(cl, cq_of(cl, (uint32_t)id), nm);
+		pulled(cl, cq_of(cl, (uint32_t)id), nm, acked ? &ack : NULL);
 		break;
 	case 'a':
 		api_answer(cl, id, data ? data : "", len);
@@ -1409,7 +1473,7 @@ drain(natsSubscription *sub, struct cluster *cl, void (*fn)(struct cluster *, vo
 		if (natsSubscription_NextMsg(&nm, sub, 0) != NATS_OK)
 			return;
 		fn(cl, arg, nm);
-		natsMsg_Destroy(nm);
+		spent_add(cl, nm);
 	}
 }
 
@@ -2078,6 +2142,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct cluster *cl = arg;
 	uint64_t now = now_ms(cl);
+	spent_flush(cl);
 	if (!cl->connected) {
 		revoke_if_due(cl, now);
 		return;
@@ -2331,17 +2396,28 @@ cluster_send(struct cluster *cl, enum address_kind kind, const char *name,
 	int rc = check_send(cl, kind, name, len, m, subject, &size, err);
 	if (rc != 0)
 		return rc;
-	char *payload = malloc(size);
-	if (payload == NULL) {
-		*err = "out of memory";
-		return CLUSTER_NOMEM;
+	if (size > cl->scratch_cap) {
+		/* kept for the next SEND: no malloc and free per message */
+		char *grown = realloc(cl->scratch, size);
+		if (grown == NULL) {
+			*err = "out of memory";
+			return CLUSTER_NOMEM;
+		}
+		cl->scratch = grown;
+		cl->scratch_cap = size;
 	}
+	char *payload = cl->scratch;
 	cluster_msg_encode(m, payload);
 	if (kind == ADDR_QUEUE)
 		rc = send_queue(cl, subject, payload, size);
 	else
 		rc = natsConnection_Publish(cl->nc, subject, payload, (int)size) == NATS_OK ? 0 : -1;
-	free(payload);
+	if (cl->scratch_cap > SCRATCH_KEPT) {
+		/* a rare large one is not held on to */
+		free(cl->scratch);
+		cl->scratch = NULL;
+		cl->scratch_cap = 0;
+	}
 	if (rc != 0) {
 		*err = "cluster unavailable";
 		rc = CLUSTER_DOWN;
@@ -2785,6 +2861,10 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 		snprintf(cl->node, sizeof(cl->node), "%s-%u", host, port);
 	}
 	cluster_escape(cl->token, sizeof(cl->token), "", cl->node, strlen(cl->node));
+	if (open_nats() != NATS_OK) {
+		snprintf(err, errlen, "cannot start libnats");
+		goto fail;
+	}
 	natsInbox *inbox = NULL;
 	if (natsInbox_Create(&inbox) != NATS_OK) {
 		snprintf(err, errlen, "out of memory");
@@ -2794,6 +2874,7 @@ cluster_start(const struct backend_env *env, char *err, size_t errlen)
 	cl->inbox_len = strlen(cl->inbox);
 	/* the inbox's random tail names this run */
 	snprintf(cl->instance, sizeof(cl->instance), "%s", inbox + 7);
+	cl->instance_len = strlen(cl->instance);
 	natsInbox_Destroy(inbox);
 	cl->state_ev = event_new(cl->base, -1, 0, state_cb, cl);
 	cl->tick_ev = event_new(cl->base, -1, EV_PERSIST, tick_cb, cl);
@@ -2914,6 +2995,8 @@ cluster_stop(struct cluster *cl)
 	for (size_t i = 0; i < cl->npubs; i++)
 		if (pub_at(cl, i)->msg != NULL)
 			natsMsg_Destroy(pub_at(cl, i)->msg);
+	spent_flush(cl);
+	free(cl->scratch);
 	free(cl->pubs);
 	forget_requests(cl);
 	waiting_reset(cl);

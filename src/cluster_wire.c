@@ -53,9 +53,22 @@ cluster_queue_partition(const char *name, size_t len, uint32_t parts)
 size_t
 cluster_queue_subject(char *out, size_t cap, uint32_t partition, const char *name, size_t len)
 {
-	char prefix[32];
-	snprintf(prefix, sizeof(prefix), "eft.q.%" PRIu32 ".", partition);
-	return cluster_escape(out, cap, prefix, name, len);
+	/* "eft.q.PARTITION." by hand: this runs for every queue SEND */
+	char digits[10];
+	size_t nd = 0;
+	do {
+		digits[nd++] = (char)('0' + partition % 10);
+		partition /= 10;
+	} while (partition != 0);
+	size_t n = 6 + nd + 1;
+	if (n >= cap)
+		return 0;
+	memcpy(out, "eft.q.", 6);
+	for (size_t i = 0; i < nd; i++)
+		out[6 + i] = digits[nd - 1 - i];
+	out[n - 1] = '.';
+	out[n] = '\0';
+	return escape_at(out, cap, n, name, len);
 }
 
 #define DESCRIPTION_PREFIX "eft queues: partition "
@@ -524,17 +537,22 @@ ack_tokens(const char *subject, const char **tok, size_t *ntok, size_t *consumer
 	return true;
 }
 
-/* A plain decimal ending at a '.' or the end; false otherwise. */
+/* A token of digits ending at '.': its value; false if there are none, or
+ * something else ends it, or it is past 64 bits. */
 static bool
-ack_number(const char *t, uint64_t *n)
+ack_number(const char *t, uint64_t *value)
 {
-	if (*t < '0' || *t > '9')
+	uint64_t n = 0;
+	const char *p = t;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		uint64_t digit = (uint64_t)(*p - '0');
+		if (n > (UINT64_MAX - digit) / 10)
+			return false;
+		n = n * 10 + digit;
+	}
+	if (p == t || *p != '.')
 		return false;
-	char *end;
-	unsigned long long v = strtoull(t, &end, 10);
-	if (*end != '.' && *end != '\0')
-		return false;
-	*n = v;
+	*value = n;
 	return true;
 }
 
@@ -543,20 +561,12 @@ cluster_ack_parse(const char *subject, struct cluster_ack *ack)
 {
 	const char *tok[16];
 	size_t ntok, at;
-	return ack_tokens(subject, tok, &ntok, &at) &&
-	    ack_number(tok[at + 1], &ack->delivered) &&
-	    ack_number(tok[at + 2], &ack->stream_seq) &&
-	    ack_number(tok[at + 3], &ack->consumer_seq);
-}
-
-bool
-cluster_ack_consumer(const char *subject, const char **consumer, size_t *len)
-{
-	const char *tok[16];
-	size_t ntok, at;
-	if (!ack_tokens(subject, tok, &ntok, &at) || tok[at + 1] - tok[at] < 2)
+	if (!ack_tokens(subject, tok, &ntok, &at))
 		return false;
-	*consumer = tok[at];
-	*len = (size_t)(tok[at + 1] - tok[at] - 1);
+	ack->consumer = tok[at];
+	ack->consumer_len = (size_t)(tok[at + 1] - tok[at] - 1);
+	ack->has_delivered = ack_number(tok[at + 1], &ack->delivered);
+	ack->has_stream_seq = ack_number(tok[at + 2], &ack->stream_seq);
+	ack->has_consumer_seq = ack_number(tok[at + 3], &ack->consumer_seq);
 	return true;
 }

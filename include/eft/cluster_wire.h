@@ -121,16 +121,17 @@ long cluster_json_subjects(const char *json, size_t len,
 /* What a JetStream ack subject $JS.ACK.<stream>.<consumer>.<delivered>.
  * <stream seq>.<consumer seq>.<time>.<pending> says of a delivery (2.9
  * also adds a domain and account hash in front: $JS.ACK.<domain>.<hash>.
- * <stream>...). */
+ * <stream>...), read in one pass (once per pulled message).  False if it is
+ * not an ack subject; consumer_len 0, and has_* false, for the parts that
+ * are not what they should be (a number is plain digits). */
 struct cluster_ack {
-	uint64_t delivered;     /* times JetStream delivered it, this time included */
+	const char *consumer;      /* into subject, consumer_len bytes */
+	size_t consumer_len;
+	bool has_delivered, has_stream_seq, has_consumer_seq;
+	uint64_t delivered;        /* times JetStream delivered it, this time included */
 	uint64_t stream_seq;
-	uint64_t consumer_seq;  /* the consumer's count of deliveries, this one included */
+	uint64_t consumer_seq;     /* the consumer's count of deliveries, this one included */
 };
-/* False if subject is not one (each number a plain decimal). */
 bool cluster_ack_parse(const char *subject, struct cluster_ack *ack);
-/* The consumer an ack subject names (a pointer into subject, *len bytes);
- * false if it is not one. */
-bool cluster_ack_consumer(const char *subject, const char **consumer, size_t *len);
 
 #endif

@@ -7,13 +7,17 @@ Real nats-server -js and eftd nodes on loopback ports, as in test_cluster.py
 - a NATS account that has the old single stream EFT_QUEUES is refused with
   one line naming it, and queues get an ERROR while topics still work;
 - a node whose cluster-queue-streams differs from the account's is refused
-  the same way.
+  the same way;
+- libnats's threads run SCHED_BATCH, the loop's thread not.
 """
 
 import json
+import os
 import threading
 import time
+import unittest
 
+import harness
 from harness import SLOW, Broker, subscribe, wait_for
 from test_admin import get_json, scrape
 from test_admin import request as admin_request
@@ -235,3 +239,24 @@ class WaitingTest(ClusterBase):
                  10, "b to see NATS gone")
         self.assertIsNone(self.waiting(b))
         self.assertIsNone(self.in_cluster(b))
+
+
+def sched_policy(pid, tid):
+    """A thread's scheduling policy (/proc stat field 41): 0 SCHED_OTHER, 3 SCHED_BATCH."""
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[38])
+
+
+class ThreadsTest(ClusterBase):
+    @unittest.skipIf(harness.WRAPPER, "the wrapper's threads, not eftd's")
+    def test_libnats_threads_run_batch_and_the_loop_does_not(self):
+        # libnats's collector thread, woken for each batch of natsMsgs the
+        # loop destroys, must not preempt the loop (cluster.c, open_nats):
+        # the threads libnats started are SCHED_BATCH, the loop's is not.
+        a = self.node("a")
+        pid = a.proc.pid
+        tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+        self.assertGreaterEqual(len(tids), 3, tids)
+        self.assertEqual(sched_policy(pid, pid), 0)
+        others = {t: sched_policy(pid, t) for t in tids if t != pid}
+        self.assertEqual(set(others.values()), {3}, others)

@@ -110,11 +110,9 @@ token(const char *d, size_t n)
 	memcpy(t, d, n);
 	t[n] = '\0';
 	struct cluster_ack ack;
-	const char *consumer;
-	size_t clen;
-	cluster_ack_parse(t, &ack);
-	if (cluster_ack_consumer(t, &consumer, &clen))
-		CHECK(consumer > t && consumer + clen <= t + n, "the consumer is outside the subject");
+	if (cluster_ack_parse(t, &ack))
+		CHECK(ack.consumer > t && ack.consumer + ack.consumer_len <= t + n,
+		    "the consumer is outside the subject");
 	free(t);
 	free(out);
 }

@@ -406,41 +406,68 @@ test_ack_subjects(void **state)
 	(void)state;
 	struct cluster_ack k = {0};
 	assert_true(cluster_ack_parse("$JS.ACK.EFT_QUEUES.q-a.3.10.9.1700000000000000000.5", &k));
+	assert_true(k.has_delivered && k.has_stream_seq && k.has_consumer_seq);
 	assert_int_equal(k.delivered, 3);
 	assert_int_equal(k.stream_seq, 10);
 	assert_int_equal(k.consumer_seq, 9);
+	assert_int_equal(k.consumer_len, 3);
+	assert_memory_equal(k.consumer, "q-a", 3);
 	/* 2.9's form, with a domain and account hash */
 	assert_true(cluster_ack_parse(
 	    "$JS.ACK.dom.ACCHASH.EFT_QUEUES.q-a.1.18446744073709551615.7.17.5.xyz", &k));
 	assert_int_equal(k.delivered, 1);
 	assert_true(k.stream_seq == UINT64_MAX);
 	assert_int_equal(k.consumer_seq, 7);
-	assert_false(cluster_ack_parse("_INBOX.abc.q.1", &k));
 	assert_false(cluster_ack_parse("$JS.ACK.EFT_QUEUES.q-a", &k));
-	/* each number a plain decimal */
-	const char *bad[] = {
-		"$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.-1.10.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a. 2.10.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.+2.10.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.3.x.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.3..9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.3.10.9x.1.5",
-		"$JS.ACK.EFT_QUEUES.q-a.3.10..1.5",
+	/* each number plain digits; one that is not, is not had */
+	static const struct {
+		const char *subject;
+		bool delivered, stream_seq, consumer_seq;
+	} partly[] = {
+		{ "$JS.ACK.EFT_QUEUES.q-a.x.10.9.1.5", false, true, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.-1.10.9.1.5", false, true, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a. 2.10.9.1.5", false, true, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.+2.10.9.1.5", false, true, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.3.x.9.1.5", true, false, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.3..9.1.5", true, false, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.3.-1.9.1.5", true, false, true },
+		{ "$JS.ACK.EFT_QUEUES.q-a.3.10.9x.1.5", true, true, false },
+		{ "$JS.ACK.EFT_QUEUES.q-a.3.10..1.5", true, true, false },
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_false(cluster_ack_parse(bad[i], &k));
-	const char *c;
-	size_t n;
-	assert_true(cluster_ack_consumer("$JS.ACK.EFT_TOPICS.d_x=3Ay.3.10.9.17.5", &c, &n));
-	assert_int_equal(n, 7);
-	assert_memory_equal(c, "d_x=3Ay", 7);
-	assert_true(cluster_ack_consumer("$JS.ACK.dom.H.EFT_QUEUES.q_a.1.10.9.17.5.xyz", &c, &n));
-	assert_int_equal(n, 3);
-	assert_memory_equal(c, "q_a", 3);
-	assert_false(cluster_ack_consumer("$JS.ACK.S..1.2.3.4.5", &c, &n));
-	assert_false(cluster_ack_consumer("eft.q.a", &c, &n));
+	for (size_t i = 0; i < sizeof(partly) / sizeof(partly[0]); i++) {
+		assert_true(cluster_ack_parse(partly[i].subject, &k));
+		assert_int_equal(k.has_delivered, partly[i].delivered);
+		assert_int_equal(k.has_stream_seq, partly[i].stream_seq);
+		assert_int_equal(k.has_consumer_seq, partly[i].consumer_seq);
+	}
+	assert_true(cluster_ack_parse("$JS.ACK.EFT_TOPICS.d_x=3Ay.3.10.9.17.5", &k));
+	assert_int_equal(k.consumer_len, 7);
+	assert_memory_equal(k.consumer, "d_x=3Ay", 7);
+	assert_false(cluster_ack_parse("eft.q.a", &k));
+	/* all at once, as pulled() reads them */
+	struct cluster_ack ack;
+	assert_true(cluster_ack_parse("$JS.ACK.EFT_Q_5.q_a.2.77.9.1700000000000000000.5", &ack));
+	assert_int_equal(ack.consumer_len, 3);
+	assert_memory_equal(ack.consumer, "q_a", 3);
+	assert_true(ack.has_delivered);
+	assert_int_equal(ack.delivered, 2);
+	assert_true(ack.has_stream_seq);
+	assert_int_equal(ack.stream_seq, 77);
+	assert_true(cluster_ack_parse("$JS.ACK.dom.H.EFT_Q_5.q_b.1.18446744073709551615.9.17.5.x",
+	    &ack));
+	assert_memory_equal(ack.consumer, "q_b", 3);
+	assert_int_equal(ack.delivered, 1);
+	assert_true(ack.stream_seq == UINT64_MAX);
+	/* past 64 bits, empty, signed or not digits: not numbers */
+	assert_true(cluster_ack_parse("$JS.ACK.S.c.18446744073709551616.+1.9.17.5", &ack));
+	assert_false(ack.has_delivered);
+	assert_false(ack.has_stream_seq);
+	assert_true(cluster_ack_parse("$JS.ACK.S..1..9.17.5", &ack));
+	assert_int_equal(ack.consumer_len, 0);
+	assert_true(ack.has_delivered);
+	assert_false(ack.has_stream_seq);
+	assert_false(cluster_ack_parse("$JS.ACK.S.c.1.2", &ack));
+	assert_false(cluster_ack_parse("_INBOX.abc.q.1", &ack));
 }
 
 /* The partition hash is wire format: these values were computed apart
@@ -475,6 +502,15 @@ test_queue_partitions(void **state)
 	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 12, "a.b", 3), 14);
 	assert_string_equal(subject, "eft.q.12.a=2Eb");
 	assert_int_equal(cluster_queue_subject(subject, 12, 12, "a.b", 3), 0);
+	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 0, "q", 1), 9);
+	assert_string_equal(subject, "eft.q.0.q");
+	assert_int_equal(cluster_queue_subject(subject, sizeof(subject), 4294967295u, "q", 1), 18);
+	assert_string_equal(subject, "eft.q.4294967295.q");
+	/* the prefix alone must leave room for the NUL */
+	assert_int_equal(cluster_queue_subject(subject, 9, 0, "", 0), 8);
+	assert_string_equal(subject, "eft.q.0.");
+	assert_int_equal(cluster_queue_subject(subject, 8, 0, "", 0), 0);
+	assert_int_equal(cluster_queue_subject(subject, 9, 10, "", 0), 0);
 
 	char desc[64];
 	uint32_t parts = 0;
