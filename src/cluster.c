@@ -109,6 +109,7 @@ struct cq {
 	uint64_t swept_ms;
 	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
 	uint64_t sweep_floor;      /* this sweep removes this queue's messages up to here */
+	uint64_t sweep_stuck_to;   /* ... and delivers again those above, up to here */
 	uint64_t sweep_removed;    /* ... and removed this many so far */
 	uint32_t sweep_deletes;    /* ... this many of them one by one */
 	uint64_t sweep_from;       /* ... looking from this sequence on */
@@ -576,6 +577,8 @@ static void swept(struct cluster *cl, struct cq *q, bool failed, const char *dat
 static void sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data,
     size_t len);
 static void sweep_deleted(struct cluster *cl, struct cq *q, bool failed);
+static void sweep_next(struct cluster *cl, struct cq *q, uint64_t from);
+static void reset_queue(struct cluster *cl, struct cq *q);
 static void republish(struct cluster *cl);
 static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
@@ -720,6 +723,29 @@ reset_consumer(struct cluster *cl, struct cq *q)
  * here: each of its queues' consumer is deleted and made again (deliver
  * all), so that it hands out what the stream holds.  The mark is asked for
  * once all are made; pulls wait.  False if no queue here needs it. */
+/* Delete queue q's consumer and make it again (deliver all), so that it
+ * hands out what its stream holds.  Its stream's pulls wait, and what they
+ * bring is marked, until all its queues being made again are, and the
+ * mark is taken after that. */
+static void
+reset_queue(struct cluster *cl, struct cq *q)
+{
+	struct cpart *cp = &cl->parts[q->part];
+	if (q->durable || q->resetting)
+		return;
+	q->resetting = true;
+	q->reset_deleted = false;
+	q->consumer_ready = false;
+	q->creating = true;   /* not made again before it is deleted */
+	q->sweeping = false;
+	cp->resetting++;
+	cp->marking = true;
+	reset_consumer(cl, q);
+}
+
+/* Queue stream part came back at sequence last, below what was pulled
+ * here: each of its queues' consumer is made again.  False if no queue
+ * here needs it. */
 static bool
 reset_consumers(struct cluster *cl, uint32_t part, uint64_t last)
 {
@@ -728,17 +754,9 @@ reset_consumers(struct cluster *cl, uint32_t part, uint64_t last)
 	    "(nats-server lost its last writes); its consumers start again from its first "
 	    "message, all of it marked redelivered", cp->name, last, cp->seen_seq);
 	cp->seen_seq = last;
-	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
-		if (q->part != part || q->durable || q->resetting)
-			continue;
-		q->resetting = true;
-		q->reset_deleted = false;
-		q->consumer_ready = false;
-		q->creating = true;   /* not made again before it is deleted */
-		q->sweeping = false;
-		cp->resetting++;
-		reset_consumer(cl, q);
-	}
+	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next)
+		if (q->part == part)
+			reset_queue(cl, q);
 	return cp->resetting > 0;
 }
 
@@ -761,6 +779,8 @@ mark_answer(struct cluster *cl, uint32_t part, bool failed, int64_t code, const 
 	if (part < cl->nparts && cp->seen_seq > (uint64_t)last && reset_consumers(cl, part,
 	    (uint64_t)last))
 		return;  /* marked once its consumers are made again */
+	if (cp->resetting > 0)
+		return;  /* a consumer is being made again: marked after that */
 	cp->mark = (uint64_t)last;
 	cp->marking = false;
 	log_info("cluster: after the outage, what %s held (up to sequence %" PRIu64 ") is "
@@ -1184,19 +1204,25 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	    !cluster_json_int(data, len, "num_ack_pending", &unacked) ||
 	    !cluster_json_int(data, len, "num_pending", &undelivered))
 		return;
-	/* Caught up, and nothing unacknowledged: everything up to the last
-	 * delivery was acknowledged (after a restart the floor itself can lag
-	 * behind it: seen on 2.9.10), and this sweep is the last. */
-	if (unacked == 0 && undelivered == 0) {
-		if (now_ms(cl) >= q->sweep_until_ms)
-			q->sweep = false;
-		floor = delivered;
-	}
-	if (floor <= 0)
-		return;
-	q->sweep_floor = (uint64_t)floor;
+	/* Caught up, and nothing unacknowledged: this sweep is the last.  A
+	 * message of the queue above the floor and up to the last delivery is
+	 * then one the consumer will never deliver again, acknowledged or not
+	 * (after a restart its state can say either wrongly: seen on 2.9.10),
+	 * so it is not removed but delivered again (sweep_found). */
+	bool caught_up = unacked == 0 && undelivered == 0;
+	if (caught_up && now_ms(cl) >= q->sweep_until_ms)
+		q->sweep = false;
+	q->sweep_floor = floor > 0 ? (uint64_t)floor : 0;
+	q->sweep_stuck_to = caught_up && delivered > floor ? (uint64_t)delivered : 0;
 	q->sweep_removed = 0;
 	q->sweep_deletes = 0;
+	if (floor <= 0) {
+		if (q->sweep_stuck_to != 0) {
+			q->sweeping = true;
+			sweep_next(cl, q, 0);
+		}
+		return;
+	}
 	/* Every message of this subject up to there was acknowledged, and on a
 	 * work queue only this consumer takes this subject. */
 	char subject[SUBJECT_MAX + 64], json[SUBJECT_MAX + 64];
@@ -1252,20 +1278,31 @@ static void
 sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
 {
 	int64_t seq = 0;
-	/* None (10037), or above the floor: done.  A bounded number one by
-	 * one per sweep; the next sweep goes on. */
-	if (failed || !cluster_json_member_int(data, len, "message", "seq", &seq) || seq <= 0 ||
-	    (uint64_t)seq > q->sweep_floor || q->sweep_deletes >= SWEEP_DELETES_MAX) {
-		sweep_done(cl, q);
+	if (failed || !cluster_json_member_int(data, len, "message", "seq", &seq) || seq <= 0) {
+		sweep_done(cl, q);  /* none (10037) */
 		return;
 	}
-	char subject[SUBJECT_MAX + 64], json[64];
-	snprintf(subject, sizeof(subject), "$JS.API.STREAM.MSG.DELETE.%s", q->stream);
-	snprintf(json, sizeof(json), "{\"seq\":%" PRId64 ",\"no_erase\":true}", seq);
-	q->sweep_deletes++;
-	q->sweep_from = (uint64_t)seq + 1;
-	if (api_request(cl, API_SWEEP_DELETE, q->qid, subject, json) != 0)
-		sweep_done(cl, q);
+	/* Below the floor: acknowledged.  A bounded number one by one per
+	 * sweep; the next sweep goes on. */
+	if ((uint64_t)seq <= q->sweep_floor && q->sweep_deletes < SWEEP_DELETES_MAX) {
+		char subject[SUBJECT_MAX + 64], json[64];
+		snprintf(subject, sizeof(subject), "$JS.API.STREAM.MSG.DELETE.%s", q->stream);
+		snprintf(json, sizeof(json), "{\"seq\":%" PRId64 ",\"no_erase\":true}", seq);
+		q->sweep_deletes++;
+		q->sweep_from = (uint64_t)seq + 1;
+		if (api_request(cl, API_SWEEP_DELETE, q->qid, subject, json) != 0)
+			sweep_done(cl, q);
+		return;
+	}
+	bool stuck = (uint64_t)seq > q->sweep_floor && (uint64_t)seq <= q->sweep_stuck_to;
+	sweep_done(cl, q);
+	if (stuck) {
+		log_warn("cluster: JetStream holds a message of %s (sequence %" PRId64 ") that its "
+		    "consumer counts as delivered, with nothing unacknowledged (its state went "
+		    "wrong in a NATS outage): the consumer is made again, and what the queue holds "
+		    "comes again, marked redelivered", dest_name(q->dest), seq);
+		reset_queue(cl, q);
+	}
 }
 
 static void
