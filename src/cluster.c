@@ -110,6 +110,7 @@ struct cq {
 	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
 	uint64_t sweep_floor;      /* this sweep removes this queue's messages up to here */
 	uint64_t sweep_stuck_to;   /* ... and delivers again those above, up to here */
+	uint64_t stuck_seq;        /* ... one such seen by the last sweep (0: none) */
 	uint64_t sweep_removed;    /* ... and removed this many so far */
 	uint32_t sweep_deletes;    /* ... this many of them one by one */
 	uint64_t sweep_from;       /* ... looking from this sequence on */
@@ -1296,6 +1297,15 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	}
 	bool stuck = (uint64_t)seq > q->sweep_floor && (uint64_t)seq <= q->sweep_stuck_to;
 	sweep_done(cl, q);
+	/* Seen by two sweeps a second or more apart: one just acknowledged
+	 * can still be there for a moment (JetStream removes it after the ack,
+	 * and its floor can lag behind), and must not come again. */
+	if (stuck && q->stuck_seq != (uint64_t)seq) {
+		q->stuck_seq = (uint64_t)seq;
+		q->sweep = true;
+		return;
+	}
+	q->stuck_seq = 0;
 	if (stuck) {
 		log_warn("cluster: JetStream holds a message of %s (sequence %" PRId64 ") that its "
 		    "consumer counts as delivered, with nothing unacknowledged (its state went "
