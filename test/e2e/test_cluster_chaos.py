@@ -41,30 +41,18 @@ class Load:
         c.connect("1.2")
         return c
 
-    def produce(self, node, tag):
-        """Batches of SENDs, the last of each asking for a RECEIPT, which
-        answers for the batch; an ERROR (cluster unavailable) closes the
-        connection, and the producer connects again."""
-        seq, c = 0, None
-        deadline = time.time() + 120
-        while not self.producers_stop.is_set() and time.time() < deadline:
+    def keep_connected(self, node, stop, seconds, step, on_connect=lambda c: None):
+        """step(c) again and again, until stop is set or `seconds` passed, on
+        a connection to node that is made again after any error (an ERROR,
+        cluster unavailable, closes it)."""
+        c = None
+        deadline = time.time() + seconds
+        while not stop.is_set() and time.time() < deadline:
             try:
                 if c is None:
                     c = self.connect(node)
-                bodies = []
-                for i in range(self.batch):
-                    body = "%s-%d" % (tag, seq)
-                    seq += 1
-                    bodies.append(body)
-                    h = [("destination", "/queue/" + self.queues[seq % len(self.queues)])]
-                    if i == self.batch - 1:
-                        h.append(("receipt", body))
-                    c.send_frame("SEND", h, body.encode())
-                f = c.read_frame(10)
-                if f.command != "RECEIPT" or f["receipt-id"] != bodies[-1]:
-                    raise OSError("got %s" % f.command)
-                with self.lock:
-                    self.confirmed.update(bodies)
+                    on_connect(c)
+                step(c)
             except Exception:
                 if c is not None:
                     c.close()
@@ -73,34 +61,50 @@ class Load:
         if c is not None:
             c.close()
 
+    def produce(self, node, tag):
+        """Batches of SENDs, the last of each asking for a RECEIPT, which
+        answers for the batch."""
+        seq = 0
+
+        def batch(c):
+            nonlocal seq
+            bodies = []
+            for i in range(self.batch):
+                body = "%s-%d" % (tag, seq)
+                seq += 1
+                bodies.append(body)
+                h = [("destination", "/queue/" + self.queues[seq % len(self.queues)])]
+                if i == self.batch - 1:
+                    h.append(("receipt", body))
+                c.send_frame("SEND", h, body.encode())
+            f = c.read_frame(10)
+            if f.command != "RECEIPT" or f["receipt-id"] != bodies[-1]:
+                raise OSError("got %s" % f.command)
+            with self.lock:
+                self.confirmed.update(bodies)
+
+        self.keep_connected(node, self.producers_stop, 120, batch)
+
     def consume(self, node):
-        c = None
-        deadline = time.time() + 240
-        while not self.consumers_stop.is_set() and time.time() < deadline:
+        def subscribe(c):
+            for i, q in enumerate(self.queues):
+                c.send_frame("SUBSCRIBE", [("destination", "/queue/" + q), ("id", str(i)),
+                                           ("ack", "client-individual"),
+                                           ("prefetch-count", "50")])
+
+        def one(c):
             try:
-                if c is None:
-                    c = self.connect(node)
-                    for i, q in enumerate(self.queues):
-                        c.send_frame("SUBSCRIBE", [("destination", "/queue/" + q), ("id", str(i)),
-                                                   ("ack", "client-individual"),
-                                                   ("prefetch-count", "50")])
-                try:
-                    f = c.read_frame(0.3)
-                except socket.timeout:
-                    continue
-                if f.command != "MESSAGE":
-                    raise OSError("got %s" % f.command)
-                with self.lock:
-                    self.copies.setdefault(f.body.decode(), []).append(
-                        f.get("redelivered") == "true")
-                c.send_frame("ACK", [("id", f["ack"])])
-            except Exception:
-                if c is not None:
-                    c.close()
-                c = None
-                time.sleep(0.1)
-        if c is not None:
-            c.close()
+                f = c.read_frame(0.3)
+            except socket.timeout:
+                return
+            if f.command != "MESSAGE":
+                raise OSError("got %s" % f.command)
+            with self.lock:
+                self.copies.setdefault(f.body.decode(), []).append(
+                    f.get("redelivered") == "true")
+            c.send_frame("ACK", [("id", f["ack"])])
+
+        self.keep_connected(node, self.consumers_stop, 240, one, subscribe)
 
     def start(self):
         for t in self.consumers + self.producers:
