@@ -111,6 +111,7 @@ struct cq {
 	uint64_t sweep_floor;      /* this sweep removes this queue's messages up to here */
 	uint64_t sweep_stuck_to;   /* ... and delivers again those above, up to here */
 	uint64_t stuck_seq;        /* ... one such seen by the last sweep (0: none) */
+	uint64_t stuck_seen_ms;    /* ... first seen then */
 	uint64_t sweep_removed;    /* ... and removed this many so far */
 	uint32_t sweep_deletes;    /* ... this many of them one by one */
 	uint64_t sweep_from;       /* ... looking from this sequence on */
@@ -1213,6 +1214,8 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	bool caught_up = unacked == 0 && undelivered == 0;
 	if (caught_up && now_ms(cl) >= q->sweep_until_ms)
 		q->sweep = false;
+	if (!caught_up)
+		q->stuck_seq = 0;  /* stuck means so at every look */
 	q->sweep_floor = floor > 0 ? (uint64_t)floor : 0;
 	q->sweep_stuck_to = caught_up && delivered > floor ? (uint64_t)delivered : 0;
 	q->sweep_removed = 0;
@@ -1297,12 +1300,19 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	}
 	bool stuck = (uint64_t)seq > q->sweep_floor && (uint64_t)seq <= q->sweep_stuck_to;
 	sweep_done(cl, q);
-	/* Seen by two sweeps a second or more apart: one just acknowledged
-	 * can still be there for a moment (JetStream removes it after the ack,
-	 * and its floor can lag behind), and must not come again. */
+	/* Seen stuck by sweeps an ack wait or more apart: for a moment a
+	 * message can look so and not be (seen under ASan in CutOffTest: one
+	 * delivered came twice), and JetStream itself would have delivered
+	 * again one that is not stuck within the ack wait. */
+	uint64_t now = now_ms(cl);
 	if (stuck && q->stuck_seq != (uint64_t)seq) {
 		q->stuck_seq = (uint64_t)seq;
-		q->sweep = true;
+		q->stuck_seen_ms = now;
+	}
+	if (!stuck)
+		q->stuck_seq = 0;
+	if (stuck && now - q->stuck_seen_ms < cl->cfg->cluster_ack_wait_ms) {
+		q->sweep = true;  /* looked at again */
 		return;
 	}
 	q->stuck_seq = 0;
