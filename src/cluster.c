@@ -109,6 +109,10 @@ struct cq {
 	uint64_t swept_ms;
 	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
 	uint64_t sweep_floor;      /* this sweep removes this queue's messages up to here */
+	uint64_t sweep_stuck_to;   /* ... and delivers again those above, up to here */
+	uint64_t stuck_seq;        /* ... one such seen by the last sweep (0: none) */
+	bool outage_sweep;         /* ... which came after an outage (only those look) */
+	uint64_t stuck_seen_ms;    /* ... first seen then */
 	uint64_t sweep_removed;    /* ... and removed this many so far */
 	uint32_t sweep_deletes;    /* ... this many of them one by one */
 	uint64_t sweep_from;       /* ... looking from this sequence on */
@@ -1188,33 +1192,43 @@ sweep(struct cluster *cl, struct cq *q)
 	if (api_request(cl, API_FLOOR, q->qid, subject, "") == 0) {
 		q->sweeping = true;
 		q->swept_ms = now;
+		q->outage_sweep = q->sweep;
 	}
 }
 
 static void
 swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
 {
-	int64_t floor = 0, unacked = -1, undelivered = -1;
+	int64_t floor = 0, delivered = 0, unacked = -1, undelivered = -1;
 	q->sweeping = false;
 	/* (a consumer being made again: its old floor means nothing) */
 	if (failed || !q->consumer_ready ||
 	    !cluster_json_member_int(data, len, "ack_floor", "stream_seq", &floor) ||
+	    !cluster_json_member_int(data, len, "delivered", "stream_seq", &delivered) ||
 	    !cluster_json_int(data, len, "num_ack_pending", &unacked) ||
 	    !cluster_json_int(data, len, "num_pending", &undelivered))
 		return;
-	/* Caught up, and nothing unacknowledged: this sweep is the last.
-	 * Only what is below the floor goes.  Above it, up to the last
-	 * delivery, a message can be in the stream with nothing counted as
-	 * unacknowledged, yet held by a subscriber who has not acknowledged it
-	 * (seen in CutOffTest): purging there lost 2 RECEIPTed messages in an
-	 * R3 kill trial, and delivering it again gave one twice. */
-	if (unacked == 0 && undelivered == 0 && now_ms(cl) >= q->sweep_until_ms)
+	/* Caught up, and nothing unacknowledged: this sweep is the last.  A
+	 * message of the queue above the floor and up to the last delivery is
+	 * then one the consumer will never deliver again, acknowledged or not
+	 * (after a restart its state can say either wrongly: seen on 2.9.10),
+	 * so it is not removed but delivered again (sweep_found). */
+	bool caught_up = unacked == 0 && undelivered == 0;
+	if (caught_up && now_ms(cl) >= q->sweep_until_ms)
 		q->sweep = false;
-	if (floor <= 0)
-		return;
-	q->sweep_floor = (uint64_t)floor;
+	if (!caught_up)
+		q->stuck_seq = 0;  /* stuck means so at every look */
+	q->sweep_floor = floor > 0 ? (uint64_t)floor : 0;
+	q->sweep_stuck_to = caught_up && delivered > floor ? (uint64_t)delivered : 0;
 	q->sweep_removed = 0;
 	q->sweep_deletes = 0;
+	if (floor <= 0) {
+		if (q->sweep_stuck_to != 0) {
+			q->sweeping = true;
+			sweep_next(cl, q, 0);
+		}
+		return;
+	}
 	/* Every message of this subject up to there was acknowledged, and on a
 	 * work queue only this consumer takes this subject. */
 	char subject[SUBJECT_MAX + 64], json[SUBJECT_MAX + 64];
@@ -1266,6 +1280,44 @@ swept(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t le
 	sweep_next(cl, q, 0);
 }
 
+/* Whether a subscriber here holds (or this node buffers) queue q's message
+ * at stream sequence seq.  A walk of what is held: only for a message a
+ * sweep found stuck, rarely. */
+struct held_probe {
+	const char *consumer;
+	size_t len;
+	uint64_t seq;
+	bool found;
+};
+
+static void
+probe_held(const struct msg *m, void *arg)
+{
+	struct held_probe *p = arg;
+	struct cluster_ack ack;
+	if (!p->found && m->kept != NULL && cluster_ack_parse(m->kept, &ack) &&
+	    ack.has_stream_seq && ack.stream_seq == p->seq && ack.consumer_len == p->len &&
+	    memcmp(ack.consumer, p->consumer, p->len) == 0)
+		p->found = true;
+}
+
+static void
+probe_queued(const struct msg *m, bool redelivered, void *arg)
+{
+	(void)redelivered;
+	probe_held(m, arg);
+}
+
+static bool
+held_here(struct cluster *cl, struct cq *q, uint64_t seq)
+{
+	struct held_probe p = { q->consumer, strlen(q->consumer), seq, false };
+	dest_foreach_queued(q->dest, probe_queued, &p);
+	if (!p.found)
+		cl->events->each_unacked(cl->events->arg, probe_held, &p);
+	return p.found;
+}
+
 static void
 sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
 {
@@ -1286,7 +1338,34 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 			sweep_done(cl, q);
 		return;
 	}
+	/* (one a subscriber here holds is not stuck: JetStream may not count
+	 * it as unacknowledged, seen in CutOffTest, but it is in hand) */
+	bool stuck = q->outage_sweep && (uint64_t)seq > q->sweep_floor &&
+	    (uint64_t)seq <= q->sweep_stuck_to && !held_here(cl, q, (uint64_t)seq);
 	sweep_done(cl, q);
+	/* Seen stuck by sweeps an ack wait or more apart: for a moment a
+	 * message can look so and not be (a message just acknowledged is
+	 * removed a moment later), and JetStream itself would have delivered
+	 * again one that is not stuck within the ack wait. */
+	uint64_t now = now_ms(cl);
+	if (stuck && q->stuck_seq != (uint64_t)seq) {
+		q->stuck_seq = (uint64_t)seq;
+		q->stuck_seen_ms = now;
+	}
+	if (!stuck)
+		q->stuck_seq = 0;
+	if (stuck && now - q->stuck_seen_ms < cl->cfg->cluster_ack_wait_ms) {
+		q->sweep = true;  /* looked at again */
+		return;
+	}
+	q->stuck_seq = 0;
+	if (stuck) {
+		log_warn("cluster: JetStream holds a message of %s (sequence %" PRId64 ") that its "
+		    "consumer counts as delivered, with nothing unacknowledged (its state went "
+		    "wrong in a NATS outage): the consumer is made again, and what the queue holds "
+		    "comes again, marked redelivered", dest_name(q->dest), seq);
+		reset_queue(cl, q);
+	}
 }
 
 static void
