@@ -21,7 +21,8 @@ import harness
 from harness import SLOW, Broker, subscribe, wait_for
 from test_admin import get_json, scrape
 from test_admin import request as admin_request
-from natsharness import queue_partition, queue_streams, request, stream_info, stream_messages
+from natsharness import (consumers, queue_partition, queue_streams, request, stream_info,
+                         stream_messages)
 from test_cluster import ACK_WAIT_MS, ClusterBase, node_config, read_bodies, send
 
 # Names that land on every partition of 4 (checked in the test itself).
@@ -30,6 +31,26 @@ QUEUES = ["orders", "invoices", "mail", "audit", "q1", "q2", "q3", "q4"]
 
 def raw_json(port, subject, obj=None):
     return json.loads(request(port, subject, b"" if obj is None else json.dumps(obj).encode()))
+
+
+def short_of(everything, n, port, streams, nodes):
+    """What a failed run lacks, per queue, with what JetStream's consumers
+    report and where the nodes' logs are kept."""
+    lines = []
+    for q in QUEUES:
+        want = n + (1 if q == QUEUES[-1] else 0)
+        have = sum(1 for body in set(everything) if body.rsplit("-", 1)[0] == q or
+                   (body == "last" and q == QUEUES[-1]))
+        if have != want:
+            lines.append("%s: %d of %d" % (q, have, want))
+    for s in queue_streams(port):
+        for c in consumers(port, s):
+            lines.append("%s %s: delivered %s, ack floor %s, pending %s, ack pending %s, "
+                         "waiting %s" % (s, c["name"], c["delivered"]["stream_seq"],
+                                         c["ack_floor"]["stream_seq"], c["num_pending"],
+                                         c["num_ack_pending"], c["num_waiting"]))
+    lines += ["eftd log: %s" % x.log_path for x in nodes]
+    return "\n".join(lines)
 
 
 class PartitionTest(ClusterBase):
@@ -90,14 +111,18 @@ class PartitionTest(ClusterBase):
 
         def consume(node, key):
             c = self.client(node)
+            # no RECEIPT awaited: the first queue's MESSAGEs can come before
+            # the next SUBSCRIBE's RECEIPT
             for i, q in enumerate(QUEUES):
-                subscribe(c, "/queue/" + q, sid=str(i), ack="client-individual")
+                c.send_frame("SUBSCRIBE", [("destination", "/queue/" + q), ("id", str(i)),
+                                           ("ack", "client-individual")])
             deadline = time.time() + 60
             while len(got["a"]) + len(got["b"]) < total and time.time() < deadline:
                 try:
                     f = c.read_frame(0.5)
                 except Exception:
                     continue
+                self.assertEqual(f.command, "MESSAGE", f)
                 got[key].append(f.body.decode())
                 c.send_frame("ACK", [("id", f["ack"])])
 
@@ -107,8 +132,12 @@ class PartitionTest(ClusterBase):
         for t in threads:
             t.join(90)
         everything = got["a"] + got["b"]
-        self.assertEqual(len(everything), total)
-        self.assertEqual(len(set(everything)), total, "a message came twice")
+        if len(set(everything)) != total:
+            for x in (a, b):
+                x.keep_log = True
+        self.assertEqual(len(set(everything)), total, short_of(everything, n, port, streams,
+                                                               (a, b)))
+        self.assertEqual(len(everything), total, "a message came twice")
         self.assertGreater(len(got["a"]), 0)
         self.assertGreater(len(got["b"]), 0)
         wait_for(lambda: stream_messages(port) == 0, 10, "every ACK to reach JetStream")
