@@ -524,6 +524,8 @@ class Broker:
             self.discard_log()
 
     def discard_log(self):
+        if os.environ.get("EFT_KEEP_LOGS") == "1":
+            return  # kept for whoever looks (a campaign's loop)
         if self.log_path and not self.keep_log and os.path.exists(self.log_path):
             os.unlink(self.log_path)
 
