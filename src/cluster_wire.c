@@ -53,19 +53,14 @@ cluster_queue_partition(const char *name, size_t len, uint32_t parts)
 size_t
 cluster_queue_subject(char *out, size_t cap, uint32_t partition, const char *name, size_t len)
 {
-	/* "eft.q.PARTITION." by hand: this runs for every queue SEND */
-	char digits[10];
-	size_t nd = 0;
-	do {
-		digits[nd++] = (char)('0' + partition % 10);
-		partition /= 10;
-	} while (partition != 0);
+	/* "eft.q.PARTITION.": no snprintf, this runs for every queue SEND */
+	char digits[24];
+	size_t nd = msg_format_u64(digits, partition);
 	size_t n = 6 + nd + 1;
 	if (n >= cap)
 		return 0;
 	memcpy(out, "eft.q.", 6);
-	for (size_t i = 0; i < nd; i++)
-		out[6 + i] = digits[nd - 1 - i];
+	memcpy(out + 6, digits, nd);
 	out[n - 1] = '.';
 	out[n] = '\0';
 	return escape_at(out, cap, n, name, len);
