@@ -64,6 +64,8 @@
 #define SWEEP_IDLE_MS 10000      /* a queue with messages in JetStream and none to pull: look
                                     (or every cluster-stats-ms, if longer) */
 #define SWEEP_DELETES_MAX 100    /* messages a sweep removes one by one (what PURGE missed) */
+#define HELD_SUBJECT "eft.held"  /* "does a subscriber of yours hold it?", to every node */
+#define HELD_WAIT_MS 1000        /* ... no node answered yes in this long: none does */
 #define MAX_PUBS 8192            /* queue SENDs waiting for acks before producers wait */
 #define SUBJECT_MAX (CLUSTER_NAME_MAX + 64)
 #define RENEWALS 4               /* send times of the last +WPI rounds kept (cut_off) */
@@ -76,6 +78,29 @@
  * idle, a context switch or two per message when they go one by one. */
 #define SPENT_MAX 256
 #define SCRATCH_KEPT (64 << 10)  /* a SEND's encoding buffer up to this size is kept */
+
+/* A nats-server killed and restarted may keep a message its consumer had
+ * acknowledged (the ack floor moved, the removal was lost): below the floor
+ * it is never delivered again, and waits for ever.  After an outage, each
+ * queue caught up here sweeps such messages away, until a sweep finds
+ * nothing unacknowledged that could hide one.  Above the floor, a message
+ * no node holds is stuck (sweep_found). */
+struct sweep_state {
+	bool wanted;               /* sweep when caught up (after an outage) */
+	bool after_outage;         /* the sweep under way was wanted so (only those look
+	                              for stuck messages) */
+	bool out;                  /* a request of the sweep is out */
+	uint64_t last_ms;          /* when the last sweep began */
+	uint64_t until_ms;         /* sweeps go on at least this long after the outage */
+	uint64_t floor;            /* this sweep removes the queue's messages up to here */
+	uint64_t stuck_to;         /* ... and looks for stuck ones above, up to here */
+	uint64_t removed;          /* ... and removed this many so far */
+	uint32_t deletes;          /* ... this many of them one by one */
+	uint64_t from;             /* ... looking from this sequence on */
+	uint64_t stuck_seq;        /* a stuck candidate seen by the last sweep (0: none) */
+	uint64_t stuck_seen_ms;    /* ... first seen then */
+	uint64_t held_asked;       /* ... every node asked whether it holds it (0: not) */
+};
 
 /* A queue this node has subscribers on. */
 struct cq {
@@ -99,23 +124,7 @@ struct cq {
 	uint32_t window;           /* what its subscribers may hold: buffered + unacked */
 	uint64_t ready_seq;        /* a durable subscription's SUBSCRIBE: its RECEIPT waits
 	                              (as a SEND's does) until the consumer exists */
-	/* A nats-server killed and restarted may keep a message its consumer
-	 * had acknowledged (the ack floor moved, the removal was lost): below
-	 * the floor it is never delivered again, and waits for ever.  After an
-	 * outage, each queue caught up here sweeps such messages away, until a
-	 * sweep finds nothing unacknowledged that could hide one. */
-	bool sweep;
-	bool sweeping;             /* a request of the sweep is out */
-	uint64_t swept_ms;
-	uint64_t sweep_until_ms;   /* sweeps go on at least this long after the outage */
-	uint64_t sweep_floor;      /* this sweep removes this queue's messages up to here */
-	uint64_t sweep_stuck_to;   /* ... and delivers again those above, up to here */
-	uint64_t stuck_seq;        /* ... one such seen by the last sweep (0: none) */
-	bool outage_sweep;         /* ... which came after an outage (only those look) */
-	uint64_t stuck_seen_ms;    /* ... first seen then */
-	uint64_t sweep_removed;    /* ... and removed this many so far */
-	uint32_t sweep_deletes;    /* ... this many of them one by one */
-	uint64_t sweep_from;       /* ... looking from this sequence on */
+	struct sweep_state sw;     /* what JetStream kept wrongly after an outage */
 	bool resetting;            /* its consumer is being deleted and made again */
 	bool reset_deleted;        /* ... and was deleted */
 	/* A durable subscription's lease (section "the lease" below): */
@@ -161,6 +170,7 @@ enum api_kind {
 	API_SWEEP_GET,     /* ... the first message of its subject from a sequence on */
 	API_SWEEP_DELETE,  /* ... that message, below the floor: what PURGE missed */
 	API_RESET,         /* a queue's consumer deleted: its stream lost what it delivered */
+	API_HELD,          /* not JetStream: every node asked whether it holds a message */
 	API_STATS,         /* what waits in partition qid (cluster-stats-ms) */
 	API_LEASE_STREAM,
 	API_LEASE_PUT,
@@ -191,7 +201,7 @@ struct cpart {
 	bool refused;              /* it belongs to another layout: no queue is clustered */
 	/* A nats-server killed and restarted may have lost what its consumers
 	 * delivered just before, and deliver it again as if for the first time
-	 * (delivered = 1 in the ack subject: seen in test/e2e/cluster_chaos.py).
+	 * (delivered = 1 in the ack subject: seen in test/e2e/test_cluster_chaos.py).
 	 * So after an outage, whatever the stream held by then (sequence up to
 	 * mark) may have been delivered before, and says so.  No pull goes out
 	 * while the mark is asked for. */
@@ -231,6 +241,7 @@ struct cluster {
 	size_t scratch_cap;
 	natsSubscription *inbox_sub, *reply_sub;
 	natsSubscription *leader_sub;    /* JetStream's leader elections (a NATS cluster) */
+	natsSubscription *held_sub;      /* other nodes' HELD_SUBJECT questions */
 	struct ctopic *topics;
 	struct cq *queues;               /* by qid */
 	struct cq *by_consumer;          /* the same, by consumer name */
@@ -582,6 +593,7 @@ static void sweep_found(struct cluster *cl, struct cq *q, bool failed, const cha
 static void sweep_deleted(struct cluster *cl, struct cq *q, bool failed);
 static void sweep_next(struct cluster *cl, struct cq *q, uint64_t from);
 static void reset_queue(struct cluster *cl, struct cq *q);
+static void held_somewhere(struct cluster *cl, struct cq *q);
 static void republish(struct cluster *cl);
 static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
@@ -705,8 +717,8 @@ after_outage(struct cluster *cl, uint32_t part, bool again)
 	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
 		if (q->part != part || q->durable)
 			continue;
-		q->sweep = true;
-		q->sweep_until_ms = until;
+		q->sw.wanted = true;
+		q->sw.until_ms = until;
 	}
 	if (again || !cl->parts[part].marking)
 		ask_mark(cl, part);
@@ -722,10 +734,6 @@ reset_consumer(struct cluster *cl, struct cq *q)
 		q->creating = false;  /* made again as it is: the next outage mark tries again */
 }
 
-/* Queue stream part came back at sequence last, below what was pulled
- * here: each of its queues' consumer is deleted and made again (deliver
- * all), so that it hands out what the stream holds.  The mark is asked for
- * once all are made; pulls wait.  False if no queue here needs it. */
 /* Delete queue q's consumer and make it again (deliver all), so that it
  * hands out what its stream holds.  Its stream's pulls wait, and what they
  * bring is marked, until all its queues being made again are, and the
@@ -740,7 +748,7 @@ reset_queue(struct cluster *cl, struct cq *q)
 	q->reset_deleted = false;
 	q->consumer_ready = false;
 	q->creating = true;   /* not made again before it is deleted */
-	q->sweeping = false;
+	q->sw.out = false;
 	cp->resetting++;
 	cp->marking = true;
 	reset_consumer(cl, q);
@@ -874,6 +882,9 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 		if (!cl->topics_ready)
 			log_info("cluster: durable subscriptions' stream %s ready", CLUSTER_TOPIC_STREAM);
 		cl->topics_ready = true;
+		break;
+	case API_HELD:
+		held_somewhere(cl, cq_of(cl, a->qid));
 		break;
 	case API_RESET: {
 		struct cq *q = cq_of(cl, a->qid);
@@ -1180,19 +1191,19 @@ static void
 sweep(struct cluster *cl, struct cq *q)
 {
 	uint64_t now = now_ms(cl);
-	if (q->sweeping || !q->consumer_ready || q->durable || now - q->swept_ms < 1000)
+	if (q->sw.out || !q->consumer_ready || q->durable || now - q->sw.last_ms < 1000)
 		return;
 	uint64_t idle = cl->cfg->cluster_stats_ms > SWEEP_IDLE_MS ? cl->cfg->cluster_stats_ms :
 	    SWEEP_IDLE_MS;
-	if (!q->sweep && (now - q->swept_ms < idle ||
+	if (!q->sw.wanted && (now - q->sw.last_ms < idle ||
 	    op_waiting(cl, dest_name(q->dest), dest_name_len(q->dest)) <= 0))
 		return;
 	char subject[SUBJECT_MAX + 64];
 	snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.INFO.%s.%s", q->stream, q->consumer);
 	if (api_request(cl, API_FLOOR, q->qid, subject, "") == 0) {
-		q->sweeping = true;
-		q->swept_ms = now;
-		q->outage_sweep = q->sweep;
+		q->sw.out = true;
+		q->sw.last_ms = now;
+		q->sw.after_outage = q->sw.wanted;
 	}
 }
 
@@ -1200,7 +1211,7 @@ static void
 swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t len)
 {
 	int64_t floor = 0, delivered = 0, unacked = -1, undelivered = -1;
-	q->sweeping = false;
+	q->sw.out = false;
 	/* (a consumer being made again: its old floor means nothing) */
 	if (failed || !q->consumer_ready ||
 	    !cluster_json_member_int(data, len, "ack_floor", "stream_seq", &floor) ||
@@ -1214,17 +1225,17 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	 * (after a restart its state can say either wrongly: seen on 2.9.10),
 	 * so it is not removed but delivered again (sweep_found). */
 	bool caught_up = unacked == 0 && undelivered == 0;
-	if (caught_up && now_ms(cl) >= q->sweep_until_ms)
-		q->sweep = false;
+	if (caught_up && now_ms(cl) >= q->sw.until_ms)
+		q->sw.wanted = false;
 	if (!caught_up)
-		q->stuck_seq = 0;  /* stuck means so at every look */
-	q->sweep_floor = floor > 0 ? (uint64_t)floor : 0;
-	q->sweep_stuck_to = caught_up && delivered > floor ? (uint64_t)delivered : 0;
-	q->sweep_removed = 0;
-	q->sweep_deletes = 0;
+		q->sw.stuck_seq = 0;  /* stuck means so at every look */
+	q->sw.floor = floor > 0 ? (uint64_t)floor : 0;
+	q->sw.stuck_to = caught_up && delivered > floor ? (uint64_t)delivered : 0;
+	q->sw.removed = 0;
+	q->sw.deletes = 0;
 	if (floor <= 0) {
-		if (q->sweep_stuck_to != 0) {
-			q->sweeping = true;
+		if (q->sw.stuck_to != 0) {
+			q->sw.out = true;
 			sweep_next(cl, q, 0);
 		}
 		return;
@@ -1236,21 +1247,21 @@ swept_floor(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	snprintf(json, sizeof(json), "{\"filter\":\"%s\",\"seq\":%" PRId64 "}", q->subject,
 	    floor + 1);
 	if (api_request(cl, API_PURGE, q->qid, subject, json) == 0)
-		q->sweeping = true;
+		q->sw.out = true;
 }
 
 /* The sweep's end: what it removed, if anything. */
 static void
 sweep_done(struct cluster *cl, struct cq *q)
 {
-	q->sweeping = false;
-	if (q->sweep_removed == 0)
+	q->sw.out = false;
+	if (q->sw.removed == 0)
 		return;
-	cl->swept += q->sweep_removed;
+	cl->swept += q->sw.removed;
 	log_warn("cluster: JetStream still held %" PRIu64 " acknowledged message%s of %s (below "
-	    "its consumer's ack floor, after a NATS outage): removed", q->sweep_removed,
-	    q->sweep_removed == 1 ? "" : "s", dest_name(q->dest));
-	q->sweep_removed = 0;
+	    "its consumer's ack floor, after a NATS outage): removed", q->sw.removed,
+	    q->sw.removed == 1 ? "" : "s", dest_name(q->dest));
+	q->sw.removed = 0;
 }
 
 /* Ask for the queue's first message from sequence `from` on. */
@@ -1276,7 +1287,7 @@ swept(struct cluster *cl, struct cq *q, bool failed, const char *data, size_t le
 {
 	int64_t purged = 0;
 	if (!failed && cluster_json_int(data, len, "purged", &purged) && purged > 0)
-		q->sweep_removed += (uint64_t)purged;
+		q->sw.removed += (uint64_t)purged;
 	sweep_next(cl, q, 0);
 }
 
@@ -1328,44 +1339,111 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	}
 	/* Below the floor: acknowledged.  A bounded number one by one per
 	 * sweep; the next sweep goes on. */
-	if ((uint64_t)seq <= q->sweep_floor && q->sweep_deletes < SWEEP_DELETES_MAX) {
+	if ((uint64_t)seq <= q->sw.floor && q->sw.deletes < SWEEP_DELETES_MAX) {
 		char subject[SUBJECT_MAX + 64], json[64];
 		snprintf(subject, sizeof(subject), "$JS.API.STREAM.MSG.DELETE.%s", q->stream);
 		snprintf(json, sizeof(json), "{\"seq\":%" PRId64 ",\"no_erase\":true}", seq);
-		q->sweep_deletes++;
-		q->sweep_from = (uint64_t)seq + 1;
+		q->sw.deletes++;
+		q->sw.from = (uint64_t)seq + 1;
 		if (api_request(cl, API_SWEEP_DELETE, q->qid, subject, json) != 0)
 			sweep_done(cl, q);
 		return;
 	}
 	/* (one a subscriber here holds is not stuck: JetStream may not count
 	 * it as unacknowledged, seen in CutOffTest, but it is in hand) */
-	bool stuck = q->outage_sweep && (uint64_t)seq > q->sweep_floor &&
-	    (uint64_t)seq <= q->sweep_stuck_to && !held_here(cl, q, (uint64_t)seq);
+	bool stuck = q->sw.after_outage && (uint64_t)seq > q->sw.floor &&
+	    (uint64_t)seq <= q->sw.stuck_to && !held_here(cl, q, (uint64_t)seq);
 	sweep_done(cl, q);
 	/* Seen stuck by sweeps an ack wait or more apart: for a moment a
 	 * message can look so and not be (a message just acknowledged is
 	 * removed a moment later), and JetStream itself would have delivered
 	 * again one that is not stuck within the ack wait. */
 	uint64_t now = now_ms(cl);
-	if (stuck && q->stuck_seq != (uint64_t)seq) {
-		q->stuck_seq = (uint64_t)seq;
-		q->stuck_seen_ms = now;
-	}
-	if (!stuck)
-		q->stuck_seq = 0;
-	if (stuck && now - q->stuck_seen_ms < cl->cfg->cluster_ack_wait_ms) {
-		q->sweep = true;  /* looked at again */
+	if (!stuck) {
+		q->sw.stuck_seq = 0;
 		return;
 	}
-	q->stuck_seq = 0;
-	if (stuck) {
-		log_warn("cluster: JetStream holds a message of %s (sequence %" PRId64 ") that its "
-		    "consumer counts as delivered, with nothing unacknowledged (its state went "
-		    "wrong in a NATS outage): the consumer is made again, and what the queue holds "
-		    "comes again, marked redelivered", dest_name(q->dest), seq);
-		reset_queue(cl, q);
+	if (q->sw.stuck_seq != (uint64_t)seq) {
+		q->sw.stuck_seq = (uint64_t)seq;
+		q->sw.stuck_seen_ms = now;
 	}
+	if (now - q->sw.stuck_seen_ms < cl->cfg->cluster_ack_wait_ms || q->sw.held_asked != 0) {
+		q->sw.wanted = true;  /* looked at again */
+		return;
+	}
+	/* JetStream can lose track of a message it delivered (seen in
+	 * CutOffTest: its ack floor's consumer sequence reached the last
+	 * delivery while a subscriber on another node held the last message),
+	 * so only no node holding it makes it stuck.  Asked of every node. */
+	char json[SUBJECT_MAX + 64];
+	snprintf(json, sizeof(json), "%s %s %" PRId64, q->stream, q->consumer, seq);
+	q->sw.wanted = true;
+	if (api_request(cl, API_HELD, q->qid, HELD_SUBJECT, json) == 0)
+		q->sw.held_asked = (uint64_t)seq;
+}
+
+/* A node answered that a subscriber of its holds the stuck candidate: it
+ * is not stuck, only untracked by JetStream.  Looked at again an ack wait
+ * later (it can still be let go of without an ack). */
+static void
+held_somewhere(struct cluster *cl, struct cq *q)
+{
+	(void)cl;
+	if (q == NULL || q->sw.held_asked == 0)
+		return;
+	log_info("cluster: a message of %s (sequence %" PRIu64 ") that JetStream counts as "
+	    "delivered and acknowledged is held by a subscriber of another node: left to it",
+	    dest_name(q->dest), q->sw.held_asked);
+	q->sw.held_asked = 0;
+	q->sw.stuck_seq = 0;
+	q->sw.wanted = true;
+}
+
+/* No node answered in HELD_WAIT_MS: the candidate is stuck, unless a later
+ * sweep found it gone meanwhile. */
+static void
+held_nowhere(struct cluster *cl, struct cq *q)
+{
+	if (q == NULL || q->sw.held_asked == 0)
+		return;
+	uint64_t asked = q->sw.held_asked;
+	q->sw.held_asked = 0;
+	if (q->sw.stuck_seq != asked)
+		return;
+	log_warn("cluster: JetStream holds a message of %s (sequence %" PRIu64 ") that its "
+	    "consumer counts as delivered, with nothing unacknowledged and no node holding it "
+	    "(its state went wrong in a NATS outage): the consumer is made again, and what the "
+	    "queue holds comes again, marked redelivered", dest_name(q->dest), q->sw.stuck_seq);
+	q->sw.stuck_seq = 0;
+	reset_queue(cl, q);
+}
+
+/* Another node asks whether a subscriber here holds a message:
+ * "STREAM CONSUMER SEQ".  Only yes is answered. */
+static void
+on_held(struct cluster *cl, void *arg, natsMsg *nm)
+{
+	(void)arg;
+	const char *reply = natsMsg_GetReply(nm), *data = natsMsg_GetData(nm);
+	int len = natsMsg_GetDataLength(nm);
+	char text[SUBJECT_MAX + 64];
+	if (reply == NULL || data == NULL || len <= 0 || (size_t)len >= sizeof(text))
+		return;
+	memcpy(text, data, (size_t)len);
+	text[len] = '\0';
+	char *consumer = strchr(text, ' '), *seq_text, *end;
+	if (consumer == NULL || (seq_text = strchr(consumer + 1, ' ')) == NULL)
+		return;
+	*consumer++ = '\0';
+	*seq_text++ = '\0';
+	unsigned long long seq = strtoull(seq_text, &end, 10);
+	if (*end != '\0' || seq == 0)
+		return;
+	const char *stream = text;
+	struct cq *q;
+	HASH_FIND(hh_consumer, cl->by_consumer, consumer, strlen(consumer), q);
+	if (q != NULL && strcmp(q->stream, stream) == 0 && held_here(cl, q, seq))
+		natsConnection_Publish(cl->nc, reply, "held", 4);
 }
 
 static void
@@ -1375,8 +1453,8 @@ sweep_deleted(struct cluster *cl, struct cq *q, bool failed)
 		sweep_done(cl, q);
 		return;
 	}
-	q->sweep_removed++;
-	sweep_next(cl, q, q->sweep_from);
+	q->sw.removed++;
+	sweep_next(cl, q, q->sw.from);
 }
 
 static void
@@ -1619,7 +1697,7 @@ on_topic(struct cluster *cl, void *arg, natsMsg *nm)
 /* A stream or consumer of a NATS cluster has a new leader (a server died,
  * or came back): as after an outage of our own, the new leader may deliver
  * again what the old one delivered, with delivered = 1 (seen with R3 in
- * test/e2e/cluster_chaos.py), so its stream's backlog is marked and its queues
+ * test/e2e/test_cluster_chaos.py), so its stream's backlog is marked and its queues
  * swept.  $JS.EVENT.ADVISORY.{STREAM,CONSUMER}.LEADER_ELECTED.STREAM[.CONSUMER] */
 static void
 on_leader(struct cluster *cl, void *arg, natsMsg *nm)
@@ -1652,6 +1730,7 @@ poll_all(struct cluster *cl)
 	drain(cl->leader_sub, cl, on_leader, NULL);
 	drain(cl->inbox_sub, cl, on_inbox, NULL);
 	drain(cl->reply_sub, cl, on_reply, NULL);
+	drain(cl->held_sub, cl, on_held, NULL);
 	for (struct ctopic *t = cl->topics; t != NULL; t = t->next)
 		drain(t->sub, cl, on_topic, t);
 }
@@ -2008,17 +2087,19 @@ connected(struct cluster *cl)
 		snprintf(reply, sizeof(reply), "eft.n.%s.*", cl->token);
 		if (subscribe_sync(cl, &cl->inbox_sub, subject) != 0 ||
 		    subscribe_sync(cl, &cl->reply_sub, reply) != 0 ||
-		    subscribe_sync(cl, &cl->leader_sub, "$JS.EVENT.ADVISORY.*.LEADER_ELECTED.>") != 0)
+		    subscribe_sync(cl, &cl->leader_sub, "$JS.EVENT.ADVISORY.*.LEADER_ELECTED.>") != 0 ||
+		    subscribe_sync(cl, &cl->held_sub, HELD_SUBJECT) != 0)
 			log_error("cluster: cannot subscribe to this node's subjects");
 	}
 	/* Pull requests out before a disconnect are gone with it. */
 	for (struct cq *q = cl->queues; q != NULL; q = q->hh.next) {
-		q->sweeping = false;
+		q->sw.out = false;
 		q->pulling = false;
 		q->pull_left = 0;
 		q->consumer_ready = false;
 		q->creating = false;
 		q->resetting = false;
+		q->sw.held_asked = 0;
 	}
 	for (uint32_t p = 0; p < cl->nparts; p++)
 		cl->parts[p].resetting = 0;
@@ -2075,9 +2156,11 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 {
 	struct api *a, *tmp;
 	HASH_ITER(hh, cl->apis, a, tmp) {
-		if (now - a->sent_ms < API_TIMEOUT_MS)
+		if (now - a->sent_ms < (a->kind == API_HELD ? HELD_WAIT_MS : API_TIMEOUT_MS))
 			continue;
 		HASH_DEL(cl->apis, a);
+		if (a->kind == API_HELD)
+			held_nowhere(cl, cq_of(cl, a->qid));
 		if (a->kind == API_MARK)
 			ask_mark(cl, a->qid);
 		if (a->kind == API_RESET) {
@@ -2089,7 +2172,7 @@ forget_lost_requests(struct cluster *cl, uint64_t now)
 		    a->kind == API_SWEEP_DELETE) {
 			struct cq *sq = cq_of(cl, a->qid);
 			if (sq != NULL)
-				sq->sweeping = false;
+				sq->sw.out = false;
 		}
 		lease_request_lost(cl, a);
 		struct cq *q = a->kind == API_CONSUMER ? cq_of(cl, a->qid) : NULL;
@@ -3075,6 +3158,7 @@ cluster_stop(struct cluster *cl)
 			natsSubscription_Destroy(t->sub);
 		natsSubscription_Destroy(cl->inbox_sub);
 		natsSubscription_Destroy(cl->leader_sub);
+		natsSubscription_Destroy(cl->held_sub);
 		natsSubscription_Destroy(cl->reply_sub);
 		natsConnection_Close(cl->nc);
 		natsConnection_Destroy(cl->nc);

@@ -43,7 +43,8 @@ import harness
 from clientscript import HAVE_STOMP_PY
 from harness import Broker, RawClient, SLOW, subscribe, wait_for
 from natsharness import (NATS_SERVER, NATS_SKIP, NatsServer, Proxy, consumers, nats_cluster,
-                         stream_last_seq, stream_messages, subscribers)
+                         queue_partition, request, stream_last_seq, stream_messages,
+                         subscribers)
 
 TCP_ONLY = unittest.skipIf(harness.TRANSPORT == "tls",
                            "cluster: the client transport is covered over tcp")
@@ -984,6 +985,39 @@ class CutOffTest(ClusterBase):
         f = cb.expect("MESSAGE", 15 * SLOW)
         self.assertEqual(f.body.decode(), "once")
         self.assertEqual(f.get("redelivered"), "true")
+
+
+class HeldQuestionTest(ClusterBase):
+    def test_a_node_answers_held_only_for_a_message_its_subscriber_holds(self):
+        # The sweep's question to every node (docs/cluster.md, "After a NATS
+        # outage"): "STREAM CONSUMER SEQ" on eft.held, answered "held" only
+        # by a node whose subscriber holds that message.
+        a, b = self.node("a"), self.node("b")
+        cb = self.client(b)
+        subscribe(cb, "/queue/held", ack="client-individual")
+        p = self.client(a)
+        send(p, "/queue/held", "m1", rid="sent")
+        p.expect("RECEIPT", 10)
+        f = cb.expect("MESSAGE", 10)
+        port = self.nats[0].port
+        stream = "EFT_Q_%d" % queue_partition("held", 32)
+
+        def ask(payload):
+            try:
+                return request(port, "eft.held", payload, timeout=1.5 * SLOW)
+            except (AssertionError, OSError):
+                return None
+
+        self.assertEqual(ask(b"%s q_held 1" % stream.encode()), b"held")
+        for other in (b"%s q_held 2" % stream.encode(), b"EFT_Q_99 q_held 1",
+                      b"%s q_other 1" % stream.encode(), b"", b"garbage", b"a b c",
+                      b"%s q_held 0" % stream.encode(), b"x " * 200):
+            self.assertIsNone(ask(other), other)
+        # still answering after the bad questions; no more once ACKed
+        self.assertEqual(ask(b"%s q_held 1" % stream.encode()), b"held")
+        cb.send_frame("ACK", [("id", f["ack"]), ("receipt", "acked")])
+        cb.expect("RECEIPT", 10)
+        self.assertIsNone(ask(b"%s q_held 1" % stream.encode()))
 
 
 @TCP_ONLY
