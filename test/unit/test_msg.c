@@ -190,6 +190,20 @@ test_format_u64(void **state)
 		assert_string_equal(buf, want);
 		assert_int_equal(n, strlen(want));
 	}
+	/* The digit count's edges: each side of every power of 10 and of 2. */
+	uint64_t p10 = 1;
+	for (int k = 0; k < 64; k++) {
+		uint64_t edges[6] = { p10 - 1, p10, p10 + 1, (1ull << k) - 1, 1ull << k,
+			(1ull << k) + 1 };
+		for (size_t i = 0; i < 6; i++) {
+			size_t n = msg_format_u64(buf, edges[i]);
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)edges[i]);
+			assert_string_equal(buf, want);
+			assert_int_equal(n, strlen(want));
+		}
+		if (k < 19)
+			p10 *= 10;
+	}
 }
 
 /* msg_header finds name in m with value want, or (want NULL) does not. */
