@@ -593,7 +593,7 @@ static void sweep_found(struct cluster *cl, struct cq *q, bool failed, const cha
 static void sweep_deleted(struct cluster *cl, struct cq *q, bool failed);
 static void sweep_next(struct cluster *cl, struct cq *q, uint64_t from);
 static void reset_queue(struct cluster *cl, struct cq *q);
-static void held_somewhere(struct cluster *cl, struct cq *q);
+static void held_somewhere(struct cq *q);
 static void republish(struct cluster *cl);
 static void cut_off(struct cluster *cl, uint64_t now);
 static void release_seq(struct cluster *cl, uint64_t *seq);
@@ -884,7 +884,7 @@ api_answer(struct cluster *cl, uint64_t id, const char *data, size_t len)
 		cl->topics_ready = true;
 		break;
 	case API_HELD:
-		held_somewhere(cl, cq_of(cl, a->qid));
+		held_somewhere(cq_of(cl, a->qid));
 		break;
 	case API_RESET: {
 		struct cq *q = cq_of(cl, a->qid);
@@ -1375,10 +1375,10 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
 	 * CutOffTest: its ack floor's consumer sequence reached the last
 	 * delivery while a subscriber on another node held the last message),
 	 * so only no node holding it makes it stuck.  Asked of every node. */
-	char json[SUBJECT_MAX + 64];
-	snprintf(json, sizeof(json), "%s %s %" PRId64, q->stream, q->consumer, seq);
+	char question[SUBJECT_MAX + 64];
 	q->sw.wanted = true;
-	if (api_request(cl, API_HELD, q->qid, HELD_SUBJECT, json) == 0)
+	if (cluster_held_format(question, sizeof(question), q->stream, q->consumer,
+	    (uint64_t)seq) > 0 && api_request(cl, API_HELD, q->qid, HELD_SUBJECT, question) == 0)
 		q->sw.held_asked = (uint64_t)seq;
 }
 
@@ -1386,9 +1386,8 @@ sweep_found(struct cluster *cl, struct cq *q, bool failed, const char *data, siz
  * is not stuck, only untracked by JetStream.  Looked at again an ack wait
  * later (it can still be let go of without an ack). */
 static void
-held_somewhere(struct cluster *cl, struct cq *q)
+held_somewhere(struct cq *q)
 {
-	(void)cl;
 	if (q == NULL || q->sw.held_asked == 0)
 		return;
 	log_info("cluster: a message of %s (sequence %" PRIu64 ") that JetStream counts as "
@@ -1426,23 +1425,14 @@ on_held(struct cluster *cl, void *arg, natsMsg *nm)
 	(void)arg;
 	const char *reply = natsMsg_GetReply(nm), *data = natsMsg_GetData(nm);
 	int len = natsMsg_GetDataLength(nm);
-	char text[SUBJECT_MAX + 64];
-	if (reply == NULL || data == NULL || len <= 0 || (size_t)len >= sizeof(text))
+	struct cluster_held held;
+	if (reply == NULL || data == NULL || len <= 0 ||
+	    !cluster_held_parse(data, (size_t)len, &held))
 		return;
-	memcpy(text, data, (size_t)len);
-	text[len] = '\0';
-	char *consumer = strchr(text, ' '), *seq_text, *end;
-	if (consumer == NULL || (seq_text = strchr(consumer + 1, ' ')) == NULL)
-		return;
-	*consumer++ = '\0';
-	*seq_text++ = '\0';
-	unsigned long long seq = strtoull(seq_text, &end, 10);
-	if (*end != '\0' || seq == 0)
-		return;
-	const char *stream = text;
 	struct cq *q;
-	HASH_FIND(hh_consumer, cl->by_consumer, consumer, strlen(consumer), q);
-	if (q != NULL && strcmp(q->stream, stream) == 0 && held_here(cl, q, seq))
+	HASH_FIND(hh_consumer, cl->by_consumer, held.consumer, held.consumer_len, q);
+	if (q != NULL && strlen(q->stream) == held.stream_len &&
+	    memcmp(q->stream, held.stream, held.stream_len) == 0 && held_here(cl, q, held.seq))
 		natsConnection_Publish(cl->nc, reply, "held", 4);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eft/cluster_wire.h"
+#include "eft/frame.h"
 #include "eft/subject.h"
 
 static bool
@@ -563,5 +564,35 @@ cluster_ack_parse(const char *subject, struct cluster_ack *ack)
 	ack->has_delivered = ack_number(tok[at + 1], &ack->delivered);
 	ack->has_stream_seq = ack_number(tok[at + 2], &ack->stream_seq);
 	ack->has_consumer_seq = ack_number(tok[at + 3], &ack->consumer_seq);
+	return true;
+}
+
+size_t
+cluster_held_format(char *out, size_t cap, const char *stream, const char *consumer,
+    uint64_t seq)
+{
+	int n = snprintf(out, cap, "%s %s %" PRIu64, stream, consumer, seq);
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+bool
+cluster_held_parse(const char *data, size_t len, struct cluster_held *held)
+{
+	const char *end = data + len;
+	const char *sp1 = memchr(data, ' ', len);
+	if (sp1 == NULL || sp1 == data)
+		return false;
+	const char *consumer = sp1 + 1;
+	const char *sp2 = memchr(consumer, ' ', (size_t)(end - consumer));
+	if (sp2 == NULL || sp2 == consumer)
+		return false;
+	uint64_t seq;
+	if (frame_parse_u64(sp2 + 1, (size_t)(end - sp2 - 1), &seq) != 0 || seq == 0)
+		return false;
+	held->stream = data;
+	held->stream_len = (size_t)(sp1 - data);
+	held->consumer = consumer;
+	held->consumer_len = (size_t)(sp2 - consumer);
+	held->seq = seq;
 	return true;
 }

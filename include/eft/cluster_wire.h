@@ -134,4 +134,22 @@ struct cluster_ack {
 };
 bool cluster_ack_parse(const char *subject, struct cluster_ack *ack);
 
+/* The question a sweeping node asks every node: does a subscriber of yours
+ * hold the message at stream sequence seq of this stream and consumer?
+ * "STREAM CONSUMER SEQ", into out (cap bytes with the NUL); 0 if it does
+ * not fit. */
+size_t cluster_held_format(char *out, size_t cap, const char *stream, const char *consumer,
+    uint64_t seq);
+
+/* Such a question read back: false unless it is two non-empty names and a
+ * sequence (plain digits, not 0), one space apart. */
+struct cluster_held {
+	const char *stream;        /* into the question, stream_len bytes */
+	size_t stream_len;
+	const char *consumer;      /* ... consumer_len bytes */
+	size_t consumer_len;
+	uint64_t seq;
+};
+bool cluster_held_parse(const char *data, size_t len, struct cluster_held *held);
+
 #endif

@@ -113,6 +113,11 @@ token(const char *d, size_t n)
 	if (cluster_ack_parse(t, &ack))
 		CHECK(ack.consumer > t && ack.consumer + ack.consumer_len <= t + n,
 		    "the consumer is outside the subject");
+	struct cluster_held held;
+	if (cluster_held_parse(d, n, &held))
+		CHECK(held.stream == d && held.consumer > d && held.consumer + held.consumer_len < d + n &&
+		    held.consumer_len > 0 && held.stream_len > 0 && held.seq > 0,
+		    "a held question read outside its bytes");
 	free(t);
 	free(out);
 }

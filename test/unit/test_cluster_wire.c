@@ -665,6 +665,48 @@ test_stream_info_subjects(void **state)
 	}
 }
 
+/* The sweep's question to every node: written, read back, and refused
+ * when malformed (the cases test_cluster.HeldQuestionTest sends too). */
+static void
+held_refused(const char *text)
+{
+	struct cluster_held h;
+	assert_false(cluster_held_parse(text, strlen(text), &h));
+}
+
+static void
+test_held_question(void **state)
+{
+	(void)state;
+	char q[64];
+	size_t n = cluster_held_format(q, sizeof(q), "EFT_Q_7", "q_orders", 12345);
+	assert_int_equal(n, strlen("EFT_Q_7 q_orders 12345"));
+	assert_string_equal(q, "EFT_Q_7 q_orders 12345");
+	struct cluster_held h;
+	assert_true(cluster_held_parse(q, n, &h));
+	assert_int_equal(h.stream_len, 7);
+	assert_memory_equal(h.stream, "EFT_Q_7", 7);
+	assert_int_equal(h.consumer_len, 8);
+	assert_memory_equal(h.consumer, "q_orders", 8);
+	assert_int_equal(h.seq, 12345);
+	/* too small: nothing written that could be sent */
+	assert_int_equal(cluster_held_format(q, 10, "EFT_Q_7", "q_orders", 1), 0);
+	/* not NUL-terminated: only len bytes are read */
+	assert_true(cluster_held_parse("s c 42junk", 6, &h));
+	assert_int_equal(h.seq, 42);
+	held_refused("");
+	held_refused("garbage");
+	held_refused("a b c");
+	held_refused("s c 0");
+	held_refused("s c ");
+	held_refused(" c 1");
+	held_refused("s  1");
+	held_refused("s c -1");
+	held_refused("s c 1 ");
+	held_refused("s c 99999999999999999999");
+	held_refused("x x x x x x");
+}
+
 int
 main(void)
 {
@@ -682,6 +724,7 @@ main(void)
 		cmocka_unit_test(test_queue_partitions),
 		cmocka_unit_test(test_json_member),
 		cmocka_unit_test(test_stream_info_subjects),
+		cmocka_unit_test(test_held_question),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
