@@ -20,6 +20,7 @@
 #include "eft/proto.h"
 #include "eft/server.h"
 #include "eft/tls.h"
+#include "eft/trim.h"
 #include "eft/version.h"
 
 static void
@@ -401,6 +402,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "eftd: cannot make libevent thread-aware for the cluster\n");
 		return 1;
 	}
+	/* Before anything is allocated in earnest (trim.h). */
+	if (trim_configure_malloc() != 0)
+		log_debug("malloc keeps its own trim and mmap thresholds (mallopt refused)");
 	struct event_base *base = event_base_new();
 	if (base == NULL) {
 		fprintf(stderr, "eftd: cannot create the event loop\n");

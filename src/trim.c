@@ -44,6 +44,14 @@ trim_anon_rss(void)
 	return (size_t)(field[1] - field[2]) * (size_t)page;
 }
 
+int
+trim_configure_malloc(void)
+{
+	int ok = mallopt(M_TRIM_THRESHOLD, (int)TRIM_AFTER_BYTES);
+	ok &= mallopt(M_MMAP_THRESHOLD, (int)TRIM_MMAP_BYTES);
+	return ok == 1 ? 0 : -1;
+}
+
 void
 trim_init(struct trim *t, size_t held)
 {

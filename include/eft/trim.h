@@ -23,6 +23,9 @@
  * much), so a long drain gives its memory back in steps of about this
  * size, not all at the end. */
 #define TRIM_WHILE_FALLING_BYTES ((size_t)256 << 20)
+/* Allocations of at least this size get pages of their own (mmap), given
+ * back as they are freed: a large message's body, not the heap's. */
+#define TRIM_MMAP_BYTES ((size_t)1 << 20)
 
 struct trim {
 	size_t anon_base;  /* anonymous resident memory after the last trim (or at start) */
@@ -46,6 +49,15 @@ bool trim_due(const struct trim *t, size_t anon, size_t held, bool falling);
  * trim, and trim_due, malloc_trim, and true (t's last-trim figures set).
  * Reads /proc/self/statm then (nothing if it cannot). */
 bool trim_tick(struct trim *t, size_t held);
+/* Once, at start, before the broker allocates: malloc's own trimming of
+ * the heap's top waits for TRIM_AFTER_BYTES free there (glibc's default is
+ * 128 KB, so each write that freed a connection's output chains gave their
+ * pages back, and the next burst of output faulted fresh ones in: two
+ * thirds of eftd's CPU in fan-out, BENCHMARKS.md).  trim_tick gives back
+ * what a drained burst leaves.  Setting it fixes glibc's mmap threshold,
+ * which it would otherwise move: TRIM_MMAP_BYTES.  0, or -1 if malloc
+ * refused either (not glibc's, or under a sanitizer that ignores it). */
+int trim_configure_malloc(void);
 /* The process's anonymous resident memory in bytes (RssAnon: resident
  * less file-backed and shared pages), or 0 if /proc cannot tell. */
 size_t trim_anon_rss(void);

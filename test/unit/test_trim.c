@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <cmocka.h>
 
 #include "eft/trim.h"
@@ -82,6 +83,13 @@ test_gives_back_memory_below_a_live_allocation(void **state)
 	(void)state;
 	skip(); /* ASan's allocator, not glibc's: its quarantine keeps what is freed */
 }
+
+static void
+test_malloc_keeps_the_heap_top(void **state)
+{
+	(void)state;
+	skip(); /* ASan's allocator, not glibc's: mallopt does nothing there */
+}
 #else
 static void
 test_gives_back_memory_below_a_live_allocation(void **state)
@@ -120,6 +128,43 @@ test_gives_back_memory_below_a_live_allocation(void **state)
 	assert_int_equal(pin[SIZE - 1], 'p');
 	free(pin);
 }
+
+/* trim_configure_malloc: free() leaves the heap's top to trim_tick up to
+ * TRIM_AFTER_BYTES (glibc's default gives it back past 128 KB, so each
+ * burst of output faulted its pages in again), and blocks from
+ * TRIM_MMAP_BYTES up get pages of their own. */
+static void
+test_malloc_keeps_the_heap_top(void **state)
+{
+	(void)state;
+	assert_int_equal(trim_configure_malloc(), 0);
+	malloc_trim(0);
+	enum { N = 128, SIZE = 32 * 1024 }; /* 4 MB, at the top of the heap */
+	static char *block[N];
+	for (int i = 0; i < N; i++) {
+		block[i] = malloc(SIZE);
+		assert_non_null(block[i]);
+		memset(block[i], 'x', SIZE);
+	}
+	for (int i = N - 1; i >= 0; i--)
+		free(block[i]);
+	assert_true(mallinfo2().keepcost >= (size_t)N * SIZE);
+	/* What the top keeps, trim_tick's malloc_trim gives back. */
+	malloc_trim(0);
+	assert_true(mallinfo2().keepcost < (size_t)N * SIZE);
+	/* With the top given back: half the mmap threshold comes from the
+	 * heap (glibc's default threshold, 128 KB, would map it); the
+	 * threshold itself is mapped. */
+	size_t mapped = mallinfo2().hblks;
+	char *half = malloc(TRIM_MMAP_BYTES / 2);
+	assert_non_null(half);
+	assert_int_equal(mallinfo2().hblks, mapped);
+	char *big = malloc(TRIM_MMAP_BYTES);
+	assert_non_null(big);
+	assert_int_equal(mallinfo2().hblks, mapped + 1);
+	free(big);
+	free(half);
+}
 #endif
 
 int
@@ -130,6 +175,7 @@ main(void)
 		cmocka_unit_test(test_tick_looks_when_messages_fell),
 		cmocka_unit_test(test_small_ups_and_downs_do_not_look),
 		cmocka_unit_test(test_gives_back_memory_below_a_live_allocation),
+		cmocka_unit_test(test_malloc_keeps_the_heap_top),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
