@@ -191,12 +191,58 @@ msg_format_u64(char *out, uint64_t n)
 	return len;
 }
 
+/* The decimal text of id: the pool's last one plus one when id follows
+ * it (carrying through the nines, growing a digit after all nines). */
+static const char *
+id_text(struct msg_pool *pool, uint64_t id, char *buf, size_t *len)
+{
+	if (pool == NULL) {
+		*len = msg_format_u64(buf, id);
+		return buf;
+	}
+	char *t = pool->id_text;
+	size_t n = pool->id_len;
+	if (n == 0 || id == 0 || id != pool->id_last + 1) { /* 0: not UINT64_MAX's next */
+		n = msg_format_u64(t, id);
+	} else {
+		size_t i = n;
+		while (i > 0 && t[i - 1] == '9')
+			t[--i] = '0';
+		if (i > 0) {
+			t[i - 1]++;
+		} else {
+			memmove(t + 1, t, n);
+			t[0] = '1';
+			t[++n] = '\0';
+		}
+	}
+	pool->id_last = id;
+	pool->id_len = n;
+	*len = n;
+	return t;
+}
+
+/* The body's length as the frame's content-length wrote it, if it wrote it
+ * as msg_format_u64 would (no leading zero), else formatted into buf. */
+static const char *
+length_text(const struct frame *f, char *buf, size_t *len)
+{
+	const struct header *cl = frame_get(f, HDR_CONTENT_LENGTH);
+	if (cl != NULL && cl->value_len > 0 && (cl->value[0] != '0' || cl->value_len == 1)) {
+		*len = cl->value_len;
+		return cl->value;
+	}
+	*len = msg_format_u64(buf, f->body_len);
+	return buf;
+}
+
 struct msg *
 msg_new(const struct msg_spec *s)
 {
-	char id[24], clen[24];
-	size_t id_len = msg_format_u64(id, s->id);
-	size_t clen_len = msg_format_u64(clen, s->frame->body_len);
+	char id_buf[24], clen_buf[24];
+	size_t id_len, clen_len;
+	const char *id = id_text(s->pool, s->id, id_buf, &id_len);
+	const char *clen = length_text(s->frame, clen_buf, &clen_len);
 
 	/* One block serves every version unless something must be escaped. */
 	int nblocks = spec_needs_escape(s) ? STOMP_VERSIONS : 1;

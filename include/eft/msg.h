@@ -30,6 +30,12 @@ struct msg_pool {
 	 * never settled: eftd stopping): the backend lets go of the handle.
 	 * Registered by the backend that needs it, or NULL. */
 	void (*drop_kept)(struct msg *m);
+	/* The decimal text of the last id msg_new wrote: ids come one after
+	 * another, and the next one's text is this one's plus one, without a
+	 * division (id_len 0: none yet). */
+	uint64_t id_last;
+	char id_text[24];
+	size_t id_len;
 };
 
 struct msg {
@@ -67,7 +73,8 @@ struct msg {
 
 struct msg_spec {
 	struct msg_pool *pool;
-	const struct frame *frame;  /* the SEND frame, headers already unescaped */
+	const struct frame *frame;  /* the SEND frame as the parser gave it: headers unescaped,
+	                               its content-length (if any) the body's length */
 	const char *dest;
 	size_t dest_len;
 	uint64_t id;

@@ -206,6 +206,71 @@ test_format_u64(void **state)
 	}
 }
 
+/* The message-id line of m's block: the id, however ids came (one after
+ * another through every carry, a jump, the same id again, down). */
+static void
+test_ids_in_turn(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	uint64_t ids[4000];
+	size_t n = 0;
+	for (uint64_t id = 1; id <= 1100; id++)
+		ids[n++] = id;
+	ids[n++] = 99999; /* a jump, then the carry that adds a digit */
+	ids[n++] = 100000;
+	ids[n++] = 100001;
+	ids[n++] = 100001; /* the same id twice */
+	ids[n++] = 7;      /* and down */
+	ids[n++] = 8;
+	ids[n++] = UINT64_MAX - 1;
+	ids[n++] = UINT64_MAX;
+	ids[n++] = 0;
+	ids[n++] = 1;
+	for (size_t i = 0; i < n; i++) {
+		struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", "x", 1, ids[i]);
+		char want[128];
+		int len = snprintf(want, sizeof(want), "destination:/queue/a\nmessage-id:%llu\n"
+		    "content-length:1\n", (unsigned long long)ids[i]);
+		assert_int_equal(m->block_len[STOMP_1_2], (size_t)len);
+		assert_memory_equal(m->block[STOMP_1_2], want, (size_t)len);
+		msg_unref(m);
+	}
+	msg_pool_drain(&pool);
+}
+
+/* content-length is written as a number is: the SEND's own text when it is
+ * that, not when it has leading zeros; and for a body without one. */
+static void
+test_content_length_as_written(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	static const struct {
+		const char *head;
+		const char *line;
+	} cases[] = {
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\n\n", "content-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ncontent-length:005\n\n", "content-length:5\n" },
+		{ "SEND\ndestination:/queue/a\n\n", "content-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\ncontent-length:7\n\n",
+		    "content-length:5\n" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct msg *m = build(&pool, STOMP_1_2, cases[i].head, "hello", 5, 1);
+		size_t ll = strlen(cases[i].line);
+		assert_true(m->block_len[STOMP_1_2] >= ll);
+		assert_memory_equal(m->block[STOMP_1_2] + m->block_len[STOMP_1_2] - ll, cases[i].line, ll);
+		msg_unref(m);
+	}
+	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\ncontent-length:0\n\n", "", 0, 1);
+	assert_memory_equal(m->block[STOMP_1_2] + m->block_len[STOMP_1_2] - 17, "content-length:0\n", 17);
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
 /* msg_header finds name in m with value want, or (want NULL) does not. */
 static void
 assert_header(const struct msg *m, const char *name, const char *want)
@@ -553,6 +618,8 @@ main(void)
 		cmocka_unit_test(test_pool_bounded),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_format_u64),
+		cmocka_unit_test(test_ids_in_turn),
+		cmocka_unit_test(test_content_length_as_written),
 		cmocka_unit_test(test_clone),
 		cmocka_unit_test(test_header),
 		cmocka_unit_test(test_dead_letter_plain),
