@@ -240,6 +240,49 @@ test_ids_in_turn(void **state)
 	msg_pool_drain(&pool);
 }
 
+/* What the broker writes itself or only it reads is not in the block, in
+ * every position and however often; everything else is, in its order.
+ * reply-to stays unless the spec replaces it. */
+static void
+test_dropped_headers(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	const char *head = "SEND\nx-a:1\ndestination:/queue/a\nmessage-id:m\nreceipt:r\n"
+	    "transaction:t\nsubscription:s\nack:k\nredelivered:true\nreply-to:/queue/r\n"
+	    "content-type:text/plain\nredelivered:x\nreceipt:r2\nredeliverex:1\nx-b:2\n"
+	    "content-length:5\n\n";
+	struct msg *m = build(&pool, STOMP_1_2, head, "hello", 5, 3);
+	const char *want = "destination:/queue/a\nmessage-id:3\nx-a:1\nreply-to:/queue/r\n"
+	    "content-type:text/plain\nredeliverex:1\nx-b:2\ncontent-length:5\n";
+	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
+	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	msg_unref(m);
+
+	/* The spec's reply-to (a temp-queue's real name) replaces the frame's. */
+	static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
+	struct parser p;
+	struct frame *f;
+	parser_init(&p, &limits);
+	p.version = STOMP_1_2;
+	assert_int_equal(parser_feed(&p, head, strlen(head)), 0);
+	assert_int_equal(parser_feed(&p, "hello", 6), 0);
+	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
+	struct msg_spec spec = { .pool = &pool, .frame = f, .dest = "/queue/a", .dest_len = 8,
+		.id = 4, .reply_to = "/queue/t-1", .reply_to_len = 10,
+		.priority = MSG_PRIORITY_DEFAULT };
+	m = msg_new(&spec);
+	parser_free(&p);
+	assert_non_null(m);
+	want = "destination:/queue/a\nmessage-id:4\nreply-to:/queue/t-1\nx-a:1\n"
+	    "content-type:text/plain\nredeliverex:1\nx-b:2\ncontent-length:5\n";
+	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
+	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	msg_unref(m);
+	msg_pool_drain(&pool);
+}
+
 /* content-length is written as a number is: the SEND's own text when it is
  * that, not when it has leading zeros; and for a body without one. */
 static void
@@ -620,6 +663,7 @@ main(void)
 		cmocka_unit_test(test_format_u64),
 		cmocka_unit_test(test_ids_in_turn),
 		cmocka_unit_test(test_content_length_as_written),
+		cmocka_unit_test(test_dropped_headers),
 		cmocka_unit_test(test_clone),
 		cmocka_unit_test(test_header),
 		cmocka_unit_test(test_dead_letter_plain),
