@@ -261,20 +261,7 @@ test_dropped_headers(void **state)
 	msg_unref(m);
 
 	/* The spec's reply-to (a temp-queue's real name) replaces the frame's. */
-	static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
-	struct parser p;
-	struct frame *f;
-	parser_init(&p, &limits);
-	p.version = STOMP_1_2;
-	assert_int_equal(parser_feed(&p, head, strlen(head)), 0);
-	assert_int_equal(parser_feed(&p, "hello", 6), 0);
-	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
-	struct msg_spec spec = { .pool = &pool, .frame = f, .dest = "/queue/a", .dest_len = 8,
-		.id = 4, .reply_to = "/queue/t-1", .reply_to_len = 10,
-		.priority = MSG_PRIORITY_DEFAULT };
-	m = msg_new(&spec);
-	parser_free(&p);
-	assert_non_null(m);
+	m = build_reply_to(&pool, STOMP_1_2, head, "hello", 5, 4, "/queue/t-1");
 	want = "destination:/queue/a\nmessage-id:4\nreply-to:/queue/t-1\nx-a:1\n"
 	    "content-type:text/plain\nredeliverex:1\nx-b:2\ncontent-length:5\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
