@@ -385,7 +385,8 @@ end_headers(struct parser *p)
 }
 
 /* Take header lines as they complete.  buf[len] is always a NUL sentinel, so
- * one strchrnul finds the end of a line or a NUL, whichever comes first. */
+ * one search (find_line_end) finds the end of a line or a NUL, whichever
+ * comes first. */
 static enum parser_result
 scan_headers(struct parser *p)
 {
