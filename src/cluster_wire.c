@@ -263,10 +263,7 @@ size_t
 cluster_msg_size(const struct msg *m)
 {
 	int nblocks = msg_nblocks(m);
-	size_t n = CLUSTER_MSG_FIXED + 4 * (size_t)nblocks + m->body_len;
-	for (int v = 0; v < nblocks; v++)
-		n += m->block_len[v];
-	return n;
+	return CLUSTER_MSG_FIXED + 4 * (size_t)nblocks + msg_blocks_len(m) + m->body_len;
 }
 
 void
@@ -283,11 +280,8 @@ cluster_msg_encode(const struct msg *m, char *out)
 	char *p = out + CLUSTER_MSG_FIXED;
 	for (int v = 0; v < nblocks; v++, p += 4)
 		put_le(p, m->block_len[v], 4);
-	for (int v = 0; v < nblocks; v++) {
-		memcpy(p, m->block[v], m->block_len[v]);
-		p += m->block_len[v];
-	}
-	memcpy(p, m->body, m->body_len);
+	/* The blocks, then the body: one run in the message's data. */
+	memcpy(p, m->data, msg_blocks_len(m) + m->body_len);
 }
 
 static bool
@@ -315,36 +309,29 @@ cluster_msg_decode(struct msg_pool *pool, const char *data, size_t len, uint64_t
 	size_t at = CLUSTER_MSG_FIXED + 4 * (size_t)nblocks;
 	if (len < at)
 		return NULL;
-	/* A stand-in pointing into the payload: msg_clone copies it with id as
-	 * its message-id, in one allocation. */
-	struct msg in;
-	memset(&in, 0, sizeof(in));
+	const char *blocks[STOMP_VERSIONS];
+	uint32_t lens[STOMP_VERSIONS];
 	for (int v = 0; v < nblocks; v++) {
 		uint32_t bl = (uint32_t)get_le(data + CLUSTER_MSG_FIXED + 4 * v, 4);
 		if (bl == 0 || bl > len - at || data[at + bl - 1] != '\n')
 			return NULL;
-		in.block[v] = data + at;
-		in.block_len[v] = bl;
+		blocks[v] = data + at;
+		lens[v] = bl;
 		at += bl;
 	}
-	for (int v = nblocks; v < STOMP_VERSIONS; v++) {
-		in.block[v] = in.block[0];
-		in.block_len[v] = in.block_len[0];
-	}
-	in.body = (char *)(uintptr_t)(data + at);
-	in.body_len = len - at;
-	in.persistent = flags & 1;
-	in.dead = (flags & 2) != 0;
-	in.now_or_never = (flags & 8) != 0;
-	in.priority = (uint8_t)priority;
-	in.expires_ms = get_le(data + 8, 8);
 	for (int v = 0; v < nblocks; v++)
-		if (!has_message_id(in.block[v], in.block_len[v]))
+		if (!has_message_id(blocks[v], lens[v]))
 			return NULL;
 	*bad = false;
-	struct msg *m = msg_clone(pool, &in, id);
+	/* Copied in one allocation with id as its message-id. */
+	struct msg *m = msg_restore_as(pool, id, nblocks, blocks, lens, data + at, len - at);
 	if (m == NULL)
 		return NULL;
+	m->persistent = flags & 1;
+	m->dead = (flags & 2) != 0;
+	m->now_or_never = (flags & 8) != 0;
+	m->priority = (uint8_t)priority;
+	m->expires_ms = get_le(data + 8, 8);
 	m->redelivered = (flags & 4) != 0;
 	return m;
 }

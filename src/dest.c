@@ -1801,7 +1801,8 @@ dest_give_back(struct dest *d, struct msg *m)
 		be->ops->give_back(be->impl, d, m);
 		return;
 	}
-	m->returns++;
+	if (m->returns < MSG_RETURNS_MAX) /* max-redeliveries is at most 1,000,000 */
+		m->returns++;
 	uint32_t max = d->policy->max_redeliveries;
 	if (max != 0 && m->returns > max) {
 		die(d, m, DEATH_MAX_REDELIVERIES);

@@ -114,16 +114,13 @@ write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char
 
 static inline struct msg *msg_alloc(struct msg_pool *pool, size_t size);
 
-/* Lifetime and queue fields of a new message: default priority, no expiry,
- * on no list. */
+/* The flags, lifetime and queue fields of a new message: none set, default
+ * priority, no expiry, on no list. */
 static inline void
 msg_init_life(struct msg *m)
 {
+	m->bits = 0; /* not dead, redelivered, queued, persistent or delivered; no returns */
 	m->priority = MSG_PRIORITY_DEFAULT;
-	m->dead = false;
-	m->redelivered = false;
-	m->queued = false;
-	m->returns = 0;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
 	m->now_or_never = false;
@@ -255,18 +252,16 @@ msg_new(const struct msg_spec *s)
 		total += w.len;
 	}
 
-	size_t size = sizeof(struct msg) + total + s->frame->body_len + 1;
-	struct msg *m = msg_alloc(s->pool, size);
+	struct msg *m = msg_alloc(s->pool, sizeof(struct msg) + total + s->frame->body_len + 1);
 	if (m == NULL)
 		return NULL;
 	m->refs = 1;
 	m->id = s->id;
-	m->persistent = false;
-	m->delivered = false;
 	msg_init_life(m);
 	m->priority = s->priority;
 	m->expires_ms = s->expires_ms;
 	m->now_or_never = s->now_or_never;
+	m->multi_block = nblocks > 1;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -274,18 +269,14 @@ msg_new(const struct msg_spec *s)
 			write_block(&w, s, id, id_len, clen, clen_len);
 		else
 			write_escaped_block(&w, s, id, id_len, clen, clen_len);
-		m->block[v] = p;
 		m->block_len[v] = (uint32_t)lens[v];
 		p += lens[v];
 	}
-	for (int v = nblocks; v < STOMP_VERSIONS; v++) {
-		m->block[v] = m->block[0];
+	for (int v = nblocks; v < STOMP_VERSIONS; v++)
 		m->block_len[v] = m->block_len[0];
-	}
-	m->body = p;
-	m->body_len = s->frame->body_len;
-	memcpy(m->body, s->frame->body, m->body_len);
-	m->body[m->body_len] = '\0';
+	m->body_len = (uint32_t)s->frame->body_len;
+	memcpy(p, s->frame->body, m->body_len);
+	p[m->body_len] = '\0';
 	return m;
 }
 
@@ -303,25 +294,21 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 		return NULL;
 	m->refs = 1;
 	m->id = id;
-	m->persistent = true;
-	m->delivered = false;
 	msg_init_life(m);
+	m->persistent = true;
+	m->multi_block = nblocks > 1;
 	char *p = m->data;
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
 		int from = v < nblocks ? v : 0;
 		if (v == from) {
 			memcpy(p, blocks[v], block_lens[v]);
-			m->block[v] = p;
 			p += block_lens[v];
-		} else {
-			m->block[v] = m->block[0];
 		}
 		m->block_len[v] = block_lens[from];
 	}
-	m->body = p;
-	m->body_len = body_len;
-	memcpy(m->body, body, body_len);
-	m->body[body_len] = '\0';
+	m->body_len = (uint32_t)body_len;
+	memcpy(p, body, body_len);
+	p[body_len] = '\0';
 	return m;
 }
 
@@ -340,38 +327,52 @@ find_id(const char *block, size_t len, const char **value, size_t *vlen)
 }
 
 struct msg *
-msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
+msg_restore_as(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
+    const uint32_t *block_lens, const char *body, size_t body_len)
 {
+	if (nblocks != 1 && nblocks != STOMP_VERSIONS)
+		return NULL;
 	char idtext[24];
 	size_t idlen = msg_format_u64(idtext, id);
-	int nblocks = msg_nblocks(m);
 	size_t total = 0;
 	for (int v = 0; v < nblocks; v++)
-		total += m->block_len[v] + idlen;
+		total += block_lens[v] + idlen;
 	char *buf = malloc(total), *p = buf;
 	if (buf == NULL)
 		return NULL;
-	const char *blocks[STOMP_VERSIONS];
+	const char *out[STOMP_VERSIONS];
 	uint32_t lens[STOMP_VERSIONS];
 	for (int v = 0; v < nblocks; v++) {
-		const char *b = m->block[v], *value;
-		size_t blen = m->block_len[v], vlen;
+		const char *b = blocks[v], *value;
+		size_t blen = block_lens[v], vlen;
 		if (!find_id(b, blen, &value, &vlen)) {
 			free(buf);
 			return NULL;
 		}
 		const char *end = value + vlen;
-		blocks[v] = p;
+		out[v] = p;
 		memcpy(p, b, (size_t)(value - b));
 		p += value - b;
 		memcpy(p, idtext, idlen);
 		p += idlen;
 		memcpy(p, end, blen - (size_t)(end - b));
 		p += blen - (size_t)(end - b);
-		lens[v] = (uint32_t)(p - blocks[v]);
+		lens[v] = (uint32_t)(p - out[v]);
 	}
-	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);
+	struct msg *c = msg_restore(pool, id, nblocks, out, lens, body, body_len);
 	free(buf);
+	return c;
+}
+
+struct msg *
+msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id)
+{
+	int nblocks = msg_nblocks(m);
+	const char *blocks[STOMP_VERSIONS];
+	for (int v = 0; v < nblocks; v++)
+		blocks[v] = msg_block(m, (enum stomp_version)v);
+	struct msg *c = msg_restore_as(pool, id, nblocks, blocks, m->block_len, msg_body(m),
+	    m->body_len);
 	if (c != NULL) {
 		c->persistent = m->persistent;
 		c->priority = m->priority;
@@ -473,7 +474,7 @@ msg_dead_letter(struct msg_pool *pool, const struct msg *m, uint64_t id, const c
 	for (int v = 0; v < nblocks; v++) {
 		int src = from == 1 ? 0 : v;
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1 };
-		if (write_dead_block(&w, &d, m->block[src], m->block_len[src]) < 0)
+		if (write_dead_block(&w, &d, msg_block(m, (enum stomp_version)src), m->block_len[src]) < 0)
 			return NULL;
 		total += w.len;
 	}
@@ -486,12 +487,12 @@ msg_dead_letter(struct msg_pool *pool, const struct msg *m, uint64_t id, const c
 	for (int v = 0; v < nblocks; v++) {
 		int src = from == 1 ? 0 : v;
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
-		write_dead_block(&w, &d, m->block[src], m->block_len[src]);
+		write_dead_block(&w, &d, msg_block(m, (enum stomp_version)src), m->block_len[src]);
 		blocks[v] = p;
 		lens[v] = (uint32_t)w.len;
 		p += w.len;
 	}
-	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, m->body, m->body_len);
+	struct msg *c = msg_restore(pool, id, nblocks, blocks, lens, msg_body(m), m->body_len);
 	free(buf);
 	if (c != NULL) {
 		/* msg_restore left it unqueued, never redelivered, never expiring. */
@@ -509,21 +510,12 @@ msg_header(const struct msg *m, const char *name, size_t len, const char **value
 	 * "b:...". */
 	if (memchr(name, ':', len) != NULL)
 		return false;
-	const char *pos = m->block[STOMP_1_0], *end = pos + m->block_len[STOMP_1_0], *line;
+	const char *pos = msg_block(m, STOMP_1_0), *end = pos + m->block_len[STOMP_1_0], *line;
 	size_t n;
 	while (msg_line_next(&pos, end, &line, &n))
 		if (msg_line_is(line, n, name, len, value, vlen))
 			return true;
 	return false;
-}
-
-int
-msg_nblocks(const struct msg *m)
-{
-	for (int v = 1; v < STOMP_VERSIONS; v++)
-		if (m->block[v] != m->block[0])
-			return STOMP_VERSIONS;
-	return 1;
 }
 
 void
@@ -546,60 +538,39 @@ msg_pool_drain(struct msg_pool *pool)
 	pool->bytes = 0;
 }
 
-/* Size classes: 256, then four steps per doubling (320, 384, 448, 512,
- * 640, ...), so a block wastes at most a fifth of itself.  Class 0 is 256 B;
- * class c > 0 is 2^e + (s+1) * 2^(e-2) with e = (c-1)/4 + 8, s = (c-1)%4. */
-static size_t
-class_size(int cls)
+/* A pooled block of size bytes (msg_alloc_size's, at most MSG_POOL_MAX)
+ * is in class size / MSG_ALLOC_STEP: all of a class are the same size. */
+static inline size_t
+pool_class(size_t size)
 {
-	if (cls == 0)
-		return 256;
-	int e = (cls - 1) / 4 + 8, s = (cls - 1) % 4;
-	return ((size_t)1 << e) + (size_t)(s + 1) * ((size_t)1 << (e - 2));
+	return size / MSG_ALLOC_STEP;
 }
 
-static int
-size_class(size_t size)
-{
-	if (size <= 256)
-		return 0;
-	size_t x = size - 1;
-	int e = 63 - __builtin_clzll((unsigned long long)x);
-	int s = (int)((x >> (e - 2)) & 3);
-	return (e - 8) * 4 + s + 1;
-}
+_Static_assert(sizeof(struct msg) == 80, "a message's struct stays small: one per message held");
 
 static inline __attribute__((always_inline)) struct msg *
-msg_alloc(struct msg_pool *pool, size_t size)
+msg_alloc(struct msg_pool *pool, size_t n)
 {
-	int cls = size_class(size);
-	if (cls > MSG_POOL_CLASSES)
-		cls = MSG_POOL_CLASSES;
-	if (pool == NULL || cls == MSG_POOL_CLASSES) {
-		struct msg *m = malloc(size);
+	/* Sizes and lengths are 32 bits: far above what max-frame-size allows. */
+	if (n > UINT32_MAX - MSG_ALLOC_STEP)
+		return NULL;
+	size_t size = msg_alloc_size(n);
+	struct msg *m = NULL;
+	if (pool != NULL && size < MSG_POOL_MAX) {
+		size_t cls = pool_class(size);
+		m = pool->free[cls];
 		if (m != NULL) {
-			m->pool_class = -1;
-			m->pool = pool;
-			m->size = size;
-			if (pool != NULL)
-				pool->live_bytes += size;
+			/* A free block's pool field links the free list. */
+			pool->free[cls] = m->next_free;
+			pool->bytes -= size;
 		}
-		return m;
 	}
-	struct msg *m = pool->free[cls];
-	if (m != NULL) {
-		/* A free block's pool field links the free list. */
-		pool->free[cls] = m->next_free;
-		pool->bytes -= class_size(cls);
-	} else {
-		m = malloc(class_size(cls));
-		if (m == NULL)
-			return NULL;
-	}
-	m->pool_class = (int16_t)cls;
+	if (m == NULL && (m = malloc(size)) == NULL)
+		return NULL;
 	m->pool = pool;
-	m->size = class_size(cls);
-	pool->live_bytes += m->size;
+	m->size = (uint32_t)size;
+	if (pool != NULL)
+		pool->live_bytes += size;
 	return m;
 }
 
@@ -611,15 +582,20 @@ msg_unref(struct msg *m)
 	struct msg_pool *pool = m->pool;
 	if (m->kept != NULL && pool != NULL && pool->drop_kept != NULL)
 		pool->drop_kept(m); /* never settled here (eftd stopping) */
-	if (pool != NULL)
-		pool->live_bytes -= m->size;
-	if (pool == NULL || m->pool_class < 0 || pool->bytes + m->size > pool->max_bytes) {
+	size_t size = m->size;
+	if (pool == NULL) {
 		free(m);
 		return;
 	}
-	m->next_free = pool->free[m->pool_class];
-	pool->free[m->pool_class] = m;
-	pool->bytes += m->size;
+	pool->live_bytes -= size;
+	if (size >= MSG_POOL_MAX || pool->bytes + size > pool->max_bytes) {
+		free(m);
+		return;
+	}
+	size_t cls = pool_class(size);
+	m->next_free = pool->free[cls];
+	pool->free[cls] = m;
+	pool->bytes += size;
 }
 
 void

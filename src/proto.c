@@ -678,9 +678,10 @@ handle_send(struct conn *c, struct frame *f)
 	 * backend keeps queued messages (the journal); refused while it cannot. */
 	const struct backend *be = c->broker->backend;
 	if (__builtin_expect(be != NULL, 0) && be->ops->keep != NULL) {
-		m->persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
+		bool persistent = (kind == ADDR_QUEUE && c->broker->cfg->persistent_default) ||
 		    (kind <= ADDR_TOPIC && frame_header_is_nocase(f, "persistent", "true"));
-		if (m->persistent && backend_pressure(be) == BACKEND_FAILING) {
+		m->persistent = persistent;
+		if (persistent && backend_pressure(be) == BACKEND_FAILING) {
 			msg_unref(m);
 			return fail_unstored(c, f);
 		}

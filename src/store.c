@@ -382,10 +382,8 @@ size_t
 store_msg_record_size(const struct msg *m, size_t dest_len)
 {
 	int nblocks = msg_nblocks(m);
-	size_t n = JOURNAL_RECORD_HEADER + MSG_HEAD + 4 * (size_t)nblocks + dest_len + m->body_len +
-	    (has_life(m) ? MSG_LIFE : 0);
-	for (int v = 0; v < nblocks; v++)
-		n += m->block_len[v];
+	size_t n = JOURNAL_RECORD_HEADER + MSG_HEAD + 4 * (size_t)nblocks + dest_len +
+	    msg_blocks_len(m) + m->body_len + (has_life(m) ? MSG_LIFE : 0);
 	return n + BATCH_SUB_HEAD;
 }
 
@@ -421,17 +419,16 @@ append_msg_as(struct store *s, uint8_t type, const struct journal_part *before, 
 		head[head_len + 9] = m->dead;
 		head_len += MSG_LIFE;
 	}
-	struct journal_part parts[5 + STOMP_VERSIONS];
+	struct journal_part parts[5];
 	int n = 0;
 	for (int i = 0; i < nbefore; i++)
 		parts[n++] = before[i];
 	parts[n++] = (struct journal_part){ head, head_len };
 	parts[n++] = (struct journal_part){ name, name_len };
-	for (int v = 0; v < nblocks; v++) {
+	for (int v = 0; v < nblocks; v++)
 		le_put32(head + MSG_HEAD + 4 * v, m->block_len[v]);
-		parts[n++] = (struct journal_part){ m->block[v], m->block_len[v] };
-	}
-	parts[n++] = (struct journal_part){ m->body, m->body_len };
+	/* The blocks, then the body: one run in the message's data. */
+	parts[n++] = (struct journal_part){ m->data, msg_blocks_len(m) + m->body_len };
 	return append(s, type, parts, n);
 }
 

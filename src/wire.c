@@ -41,11 +41,15 @@ static inline __attribute__((always_inline)) int
 write_message(struct outbuf *out, enum stomp_version v, const struct sub *s, struct msg *m,
     const char *ack_id, size_t ack_len, size_t skip, const char *extra, size_t extra_len)
 {
-	size_t head = 8 + s->sub_line_len - skip + m->block_len[v] + 1 + extra_len;
+	/* Read once: the writes below go through char pointers, which the
+	 * compiler must assume could change m. */
+	const char *block = msg_block(m, v), *body = msg_body(m);
+	size_t block_len = m->block_len[v], body_size = (size_t)m->body_len + 1; /* with its NUL */
+	size_t head = 8 + s->sub_line_len - skip + block_len + 1 + extra_len;
 	if (ack_id != NULL)
 		head += 5 + ack_len;
-	bool by_ref = m->body_len + 1 >= WIRE_REFERENCE_MIN;
-	size_t total = head + (by_ref ? 0 : m->body_len + 1);
+	bool by_ref = body_size >= WIRE_REFERENCE_MIN;
+	size_t total = head + (by_ref ? 0 : body_size);
 
 	char *start = outbuf_space(out, total);
 	if (start == NULL)
@@ -59,16 +63,16 @@ write_message(struct outbuf *out, enum stomp_version v, const struct sub *s, str
 	}
 	if (extra_len > 0)
 		p = put(p, extra, extra_len);
-	p = put(p, m->block[v], m->block_len[v]);
+	p = put(p, block, block_len);
 	*p++ = '\n';
 	if (!by_ref) {
-		put(p, m->body, m->body_len + 1);
+		put(p, body, body_size);
 		outbuf_wrote(out, total);
 		return 0;
 	}
 	/* The head stays uncommitted in the reservation until the body's
 	 * reference is in place behind it. */
-	if (outbuf_add_with_reference(out, head, m->body, m->body_len + 1, msg_unref_cb,
+	if (outbuf_add_with_reference(out, head, body, body_size, msg_unref_cb,
 	    msg_ref(m)) != 0) {
 		msg_unref(m);
 		return -1;

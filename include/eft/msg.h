@@ -16,10 +16,14 @@
 
 #include "eft/frame.h"
 
-/* Freed message blocks kept for reuse, by size class: a burst of sends
- * then receives recycles memory instead of going through malloc and fresh
- * pages each time.  Bounded by max_bytes; single-threaded like the rest. */
-#define MSG_POOL_CLASSES 21 /* 256 B .. 8 KB, four classes per doubling */
+/* Freed message blocks kept for reuse, by size: a burst of sends then
+ * receives recycles memory instead of going through malloc and fresh pages
+ * each time.  A class per 16 bytes up to MSG_POOL_MAX, the steps of glibc's
+ * own chunks, so a pooled block wastes no more than malloc would.  Bounded
+ * by max_bytes; single-threaded like the rest. */
+#define MSG_ALLOC_STEP 16
+#define MSG_POOL_MAX 8192
+#define MSG_POOL_CLASSES (MSG_POOL_MAX / MSG_ALLOC_STEP)
 
 struct msg_pool {
 	struct msg *free[MSG_POOL_CLASSES];
@@ -38,20 +42,38 @@ struct msg_pool {
 	size_t id_len;
 };
 
+/* Most a message counts of its returns (max-redeliveries is below it). */
+#define MSG_RETURNS_MAX ((1u << 21) - 1)
+
+/* One per message queued or in flight, so it is kept small (80 bytes): no
+ * pointers into its own data, the small fields in bits. */
 struct msg {
 	uint32_t refs;
-	int16_t pool_class;                /* size class, or -1 if malloc'd to size */
-	bool persistent;                   /* to be stored when it is queued */
-	bool delivered;                    /* stored as handed to a consumer */
-	uint8_t priority;                  /* 0-9 (JMS), 4 unless the SEND said otherwise */
-	bool dead;                         /* a dead letter: never dead-lettered again */
-	bool redelivered;                  /* queued again after a consumer had it */
-	bool queued;                       /* on its queue's list (qprev, qnext) */
-	/* expiration:0 (RabbitMQ's TTL 0): taken by a consumer as it arrives,
-	 * or it dies then (dest_publish); expires_ms is its SEND's time. */
-	bool now_or_never;
-	uint32_t returns;                  /* times given back unacknowledged (max-redeliveries) */
+	uint32_t size;                     /* bytes allocated (msg_alloc_size), for accounting */
 	uint32_t expiry_slot;              /* 1 + its index in the expiry heap; 0: not there */
+	uint32_t body_len;                 /* the body: after the blocks, then a NUL */
+	/* Encoded common headers, per version, at the start of data: one block
+	 * serving every version (all three lengths the same), or, with
+	 * multi_block, the three one after another. */
+	uint32_t block_len[STOMP_VERSIONS];
+	union {
+		struct {
+			/* priority and the flags in the first byte: read with one load */
+			uint32_t priority : 4;   /* 0-9 (JMS), 4 unless the SEND said otherwise */
+			bool multi_block : 1;
+			bool persistent : 1;     /* to be stored when it is queued */
+			bool delivered : 1;      /* stored as handed to a consumer */
+			bool dead : 1;           /* a dead letter: never dead-lettered again */
+			bool redelivered : 1;    /* queued again after a consumer had it */
+			bool queued : 1;         /* on its queue's list (qprev, qnext) */
+			/* expiration:0 (RabbitMQ's TTL 0): taken by a consumer as it
+			 * arrives, or it dies then (dest_publish); expires_ms is its
+			 * SEND's time. */
+			bool now_or_never : 1;
+			uint32_t returns : 21;   /* times given back unacknowledged, up to MSG_RETURNS_MAX */
+		};
+		uint32_t bits; /* all of them: a new message clears them in one store */
+	};
 	uint64_t expires_ms;               /* wall clock, ms since the epoch; 0: never */
 	struct msg *qprev, *qnext;         /* its queue's list at its priority (dest.c) */
 	union {
@@ -59,17 +81,49 @@ struct msg {
 		struct msg *next_free;     /* in a pool's free list */
 	};
 	uint64_t id;
-	const char *block[STOMP_VERSIONS]; /* encoded common headers, per version */
-	uint32_t block_len[STOMP_VERSIONS];
-	char *body;                        /* body_len bytes, then a NUL */
-	size_t body_len;
-	size_t size;                       /* bytes allocated, for accounting */
 	/* The backend's handle on it while the backend keeps it (backend.h):
 	 * the journal's bookkeeping of its record, or JetStream's ack subject.
 	 * NULL: it lives in memory only.  Only the backend looks inside. */
 	void *kept;
 	char data[];
 };
+
+/* The header blocks' bytes in all. */
+static inline size_t
+msg_blocks_len(const struct msg *m)
+{
+	size_t len = m->block_len[0];
+	if (m->multi_block)
+		len += m->block_len[1] + m->block_len[2];
+	return len;
+}
+
+/* m's header block for version v: block_len[v] bytes. */
+static inline const char *
+msg_block(const struct msg *m, enum stomp_version v)
+{
+	size_t off = 0;
+	if (m->multi_block)
+		for (int i = 0; i < (int)v; i++)
+			off += m->block_len[i];
+	return m->data + off;
+}
+
+/* The body: body_len bytes, then a NUL. */
+static inline const char *
+msg_body(const struct msg *m)
+{
+	return m->data + msg_blocks_len(m);
+}
+
+/* The bytes a message of n bytes (struct, blocks, body and its NUL) takes:
+ * n rounded so that with malloc's 8-byte head it fills a 16-byte step,
+ * the way glibc lays out its chunks. */
+static inline size_t
+msg_alloc_size(size_t n)
+{
+	return ((n + 8 + MSG_ALLOC_STEP - 1) & ~(size_t)(MSG_ALLOC_STEP - 1)) - 8;
+}
 
 struct msg_spec {
 	struct msg_pool *pool;
@@ -106,6 +160,11 @@ msg_ref(struct msg *m)
  * memory or nblocks is neither. */
 struct msg *msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *blocks,
     const uint32_t *block_lens, const char *body, size_t body_len);
+/* As msg_restore, with id in place of the value of each block's message-id
+ * line.  NULL if out of memory, nblocks is neither, or a block has no
+ * message-id line. */
+struct msg *msg_restore_as(struct msg_pool *pool, uint64_t id, int nblocks,
+    const char *const *blocks, const uint32_t *block_lens, const char *body, size_t body_len);
 /* A copy of m with another id (its message-id header too), for a durable
  * subscription's queue; persistent, priority and expiry as m.  NULL if out
  * of memory or a block of m has no message-id line. */
@@ -130,7 +189,11 @@ struct msg *msg_clone(struct msg_pool *pool, const struct msg *m, uint64_t id);
 struct msg *msg_dead_letter(struct msg_pool *pool, const struct msg *m, uint64_t id,
     const char *dlq, size_t dlq_len, const char *reason, uint64_t time_ms);
 /* How many distinct header blocks m has (1, or STOMP_VERSIONS). */
-int msg_nblocks(const struct msg *m);
+static inline int
+msg_nblocks(const struct msg *m)
+{
+	return m->multi_block ? STOMP_VERSIONS : 1;
+}
 
 /* A header block is a run of "name:value\n" lines encoded for its version:
  * raw in 1.0, escaped in 1.1 and 1.2 (where a ':' in a name or value is

@@ -43,7 +43,7 @@ payload(const char *d, size_t n)
 	cluster_msg_encode(m, again);
 	struct msg *m2 = cluster_msg_decode(&pool, again, size, 12345, &bad);
 	CHECK(m2 != NULL, "a re-encoded payload does not decode");
-	CHECK(m2->body_len == m->body_len && memcmp(m2->body, m->body, m->body_len) == 0,
+	CHECK(m2->body_len == m->body_len && memcmp(msg_body(m2), msg_body(m), m->body_len) == 0,
 	    "the body changed");
 	CHECK(m2->priority == m->priority && m2->expires_ms == m->expires_ms &&
 	    m2->persistent == m->persistent && m2->dead == m->dead &&
@@ -52,7 +52,7 @@ payload(const char *d, size_t n)
 	CHECK(msg_nblocks(m2) == msg_nblocks(m), "the block count changed");
 	for (int v = 0; v < msg_nblocks(m); v++)
 		CHECK(m2->block_len[v] == m->block_len[v] &&
-		    memcmp(m2->block[v], m->block[v], m->block_len[v]) == 0,
+		    memcmp(msg_block(m2, v), msg_block(m, v), m->block_len[v]) == 0,
 		    "block %d changed (same id both times)", v);
 	msg_unref(m2);
 	msg_unref(m);

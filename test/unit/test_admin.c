@@ -116,7 +116,7 @@ test_lists(void **state)
 	struct fixture *fx = *state;
 	CLIENT(fx, SETUP_FRAMES);
 	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_JSON),
-	    "[{\"name\":\"/queue/a\\u0009b\",\"type\":\"queue\",\"depth\":2,\"bytes\":512,"
+	    "[{\"name\":\"/queue/a\\u0009b\",\"type\":\"queue\",\"depth\":2,\"bytes\":272,"
 	    "\"unacked\":0,\"consumers\":0,\"published\":2,\"cluster_waiting\":null},"
 	    "{\"name\":\"/queue/busy\",\"type\":\"queue\",\"depth\":0,\"bytes\":0,"
 	    "\"unacked\":1,\"consumers\":1,\"published\":1,\"cluster_waiting\":null}]\n");
@@ -124,7 +124,7 @@ test_lists(void **state)
 	assert_string_equal(fx->r.content_type, "application/json");
 	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_TSV),
 	    "name\ttype\tdepth\tbytes\tunacked\tconsumers\tpublished\tcluster_waiting\n"
-	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\t-\n"
+	    "/queue/a\\tb\tqueue\t2\t272\t0\t0\t2\t-\n"
 	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\t-\n");
 	assert_string_equal(ask(fx, "GET", "/api/topics", ADMIN_JSON), "[]\n");
 	assert_string_equal(ask(fx, "GET", "/api/scheduled", ADMIN_TSV),
@@ -312,7 +312,7 @@ test_cluster_waiting(void **state)
 	assert_string_equal(ask(fx, "GET", "/api/queues", ADMIN_TSV),
 	    "name\ttype\tdepth\tbytes\tunacked\tconsumers\tpublished\tcluster_waiting\n"
 	    "/queue/0first\tqueue\t0\t0\t0\t0\t0\t5\n"
-	    "/queue/a\\tb\tqueue\t2\t512\t0\t0\t2\t0\n"
+	    "/queue/a\\tb\tqueue\t2\t272\t0\t0\t2\t0\n"
 	    "/queue/busy\tqueue\t0\t0\t1\t1\t1\t7\n"
 	    "/queue/zz\tqueue\t0\t0\t0\t0\t0\t3\n");
 	assert_non_null(strstr(ask(fx, "GET", "/api/queues", ADMIN_JSON),

@@ -237,7 +237,7 @@ check_round_trip(struct msg_pool *pool, struct msg *m)
 	assert_int_equal(c->now_or_never, m->now_or_never);
 	assert_int_equal(msg_nblocks(c), msg_nblocks(m));
 	assert_int_equal(c->body_len, m->body_len);
-	assert_memory_equal(c->body, m->body, m->body_len);
+	assert_memory_equal(msg_body(c), msg_body(m), m->body_len);
 	const char *v;
 	size_t vlen;
 	assert_true(msg_header(c, "message-id", 10, &v, &vlen));
@@ -348,7 +348,7 @@ test_set_redelivered(void **state)
 	assert_true(c->persistent);
 	assert_int_equal(c->priority, 3);
 	assert_int_equal(c->body_len, 4);
-	assert_memory_equal(c->body, "body", 4);
+	assert_memory_equal(msg_body(c), "body", 4);
 	msg_unref(c);
 	/* only the flag byte changed, and twice is once */
 	assert_int_equal(buf[4], before[4] | 4);

@@ -27,10 +27,10 @@ test_block_plain(void **state)
 	const char *want = "destination:/queue/a\nmessage-id:42\ncontent-type:text/plain\nx-k:v\n"
 	    "content-length:5\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
-	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	assert_memory_equal(msg_block(m, STOMP_1_2), want, strlen(want));
 	/* Nothing to escape: every version shares the bytes. */
-	assert_ptr_equal(m->block[STOMP_1_0], m->block[STOMP_1_2]);
-	assert_memory_equal(m->body, "hello", 6); /* with its NUL */
+	assert_ptr_equal(msg_block(m, STOMP_1_0), msg_block(m, STOMP_1_2));
+	assert_memory_equal(msg_body(m), "hello", 6); /* with its NUL */
 	msg_unref(m);
 	assert_int_equal(pool.live_bytes, 0);
 	msg_pool_drain(&pool);
@@ -49,11 +49,11 @@ test_block_escaped_per_version(void **state)
 	/* 1.0 cannot carry a CR in a header: that header is left out. */
 	const char *v10 = "destination:/queue/a\nmessage-id:7\ncontent-length:0\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(v12));
-	assert_memory_equal(m->block[STOMP_1_2], v12, strlen(v12));
+	assert_memory_equal(msg_block(m, STOMP_1_2), v12, strlen(v12));
 	assert_int_equal(m->block_len[STOMP_1_1], strlen(v11));
-	assert_memory_equal(m->block[STOMP_1_1], v11, strlen(v11));
+	assert_memory_equal(msg_block(m, STOMP_1_1), v11, strlen(v11));
 	assert_int_equal(m->block_len[STOMP_1_0], strlen(v10));
-	assert_memory_equal(m->block[STOMP_1_0], v10, strlen(v10));
+	assert_memory_equal(msg_block(m, STOMP_1_0), v10, strlen(v10));
 	msg_unref(m);
 	msg_pool_drain(&pool);
 }
@@ -70,19 +70,32 @@ test_size_classes_and_reuse(void **state)
 	for (size_t n = 0; n <= sizeof(body); n += 37) {
 		struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", body, n, 1);
 		size_t need = sizeof(struct msg) + m->block_len[0] + n + 1;
-		assert_true(m->size >= need);
-		/* Pooled classes waste at most a fifth; big ones are exact. */
-		if (need > 256)
-			assert_true(m->size <= need + need / 4 + 1);
-		assert_true(m->size >= prev_size);
-		prev_size = m->size;
-		assert_int_equal(pool.live_bytes, m->size);
+		size_t size = m->size;
+		/* Rounded to malloc's own steps (16 bytes with its 8-byte head),
+		 * never more: a 1 KB message must not take a bigger class. */
+		assert_true(size >= need);
+		assert_true(size < need + MSG_ALLOC_STEP);
+		assert_int_equal((size + 8) % MSG_ALLOC_STEP, 0);
+		assert_true(size >= prev_size);
+		prev_size = size;
+		assert_int_equal(pool.live_bytes, size);
 		/* Freed into the pool, the same block serves the same size again. */
 		struct msg *again_ptr = m;
+		size_t pooled = pool.bytes;
 		msg_unref(m);
 		assert_int_equal(pool.live_bytes, 0);
+		/* Big ones go back to malloc. */
+		assert_int_equal(pool.bytes, pooled + (size < MSG_POOL_MAX ? size : 0));
+		/* A bigger size never takes that block. */
+		if (size + MSG_ALLOC_STEP < MSG_POOL_MAX) {
+			struct msg *m3 = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", body,
+			    n + MSG_ALLOC_STEP, 3);
+			assert_ptr_not_equal(m3, again_ptr);
+			assert_true(m3->size > size);
+			msg_unref(m3);
+		}
 		struct msg *m2 = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", body, n, 2);
-		if (m2->pool_class >= 0)
+		if (size < MSG_POOL_MAX)
 			assert_ptr_equal(m2, again_ptr);
 		msg_unref(m2);
 	}
@@ -98,9 +111,13 @@ test_pool_bounded(void **state)
 	struct msg_pool pool;
 	msg_pool_init(&pool, 4096); /* room for a few small blocks only */
 	struct msg *m[64];
-	for (int i = 0; i < 64; i++)
+	size_t live = 0;
+	for (int i = 0; i < 64; i++) {
 		m[i] = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\n\n", "abc", 3, (uint64_t)i);
-	assert_true(pool.live_bytes >= 64 * 256);
+		live += m[i]->size;
+	}
+	assert_int_equal(pool.live_bytes, live);
+	assert_true(live > 2 * 4096); /* more than the pool may keep */
 	for (int i = 0; i < 64; i++)
 		msg_unref(m[i]);
 	assert_true(pool.bytes <= 4096);
@@ -131,7 +148,7 @@ static void
 assert_block(const struct msg *m, enum stomp_version v, const char *want)
 {
 	assert_int_equal(m->block_len[v], strlen(want));
-	assert_memory_equal(m->block[v], want, strlen(want));
+	assert_memory_equal(msg_block(m, v), want, strlen(want));
 }
 
 static void
@@ -234,7 +251,7 @@ test_ids_in_turn(void **state)
 		int len = snprintf(want, sizeof(want), "destination:/queue/a\nmessage-id:%llu\n"
 		    "content-length:1\n", (unsigned long long)ids[i]);
 		assert_int_equal(m->block_len[STOMP_1_2], (size_t)len);
-		assert_memory_equal(m->block[STOMP_1_2], want, (size_t)len);
+		assert_memory_equal(msg_block(m, STOMP_1_2), want, (size_t)len);
 		msg_unref(m);
 	}
 	msg_pool_drain(&pool);
@@ -257,7 +274,7 @@ test_dropped_headers(void **state)
 	const char *want = "destination:/queue/a\nmessage-id:3\nx-a:1\nreply-to:/queue/r\n"
 	    "content-type:text/plain\nredeliverex:1\nx-b:2\ncontent-length:5\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
-	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	assert_memory_equal(msg_block(m, STOMP_1_2), want, strlen(want));
 	msg_unref(m);
 
 	/* The spec's reply-to (a temp-queue's real name) replaces the frame's. */
@@ -265,7 +282,7 @@ test_dropped_headers(void **state)
 	want = "destination:/queue/a\nmessage-id:4\nreply-to:/queue/t-1\nx-a:1\n"
 	    "content-type:text/plain\nredeliverex:1\nx-b:2\ncontent-length:5\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
-	assert_memory_equal(m->block[STOMP_1_2], want, strlen(want));
+	assert_memory_equal(msg_block(m, STOMP_1_2), want, strlen(want));
 	msg_unref(m);
 	msg_pool_drain(&pool);
 }
@@ -292,11 +309,11 @@ test_content_length_as_written(void **state)
 		struct msg *m = build(&pool, STOMP_1_2, cases[i].head, "hello", 5, 1);
 		size_t ll = strlen(cases[i].line);
 		assert_true(m->block_len[STOMP_1_2] >= ll);
-		assert_memory_equal(m->block[STOMP_1_2] + m->block_len[STOMP_1_2] - ll, cases[i].line, ll);
+		assert_memory_equal(msg_block(m, STOMP_1_2) + m->block_len[STOMP_1_2] - ll, cases[i].line, ll);
 		msg_unref(m);
 	}
 	struct msg *m = build(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\ncontent-length:0\n\n", "", 0, 1);
-	assert_memory_equal(m->block[STOMP_1_2] + m->block_len[STOMP_1_2] - 17, "content-length:0\n", 17);
+	assert_memory_equal(msg_block(m, STOMP_1_2) + m->block_len[STOMP_1_2] - 17, "content-length:0\n", 17);
 	msg_unref(m);
 	msg_pool_drain(&pool);
 }
@@ -316,8 +333,8 @@ assert_header(const struct msg *m, const char *name, const char *want)
 	assert_int_equal(vlen, strlen(want));
 	assert_memory_equal(value, want, vlen);
 	/* Into the block, not a copy. */
-	assert_true(value >= m->block[STOMP_1_0] &&
-	    value + vlen <= m->block[STOMP_1_0] + m->block_len[STOMP_1_0]);
+	assert_true(value >= msg_block(m, STOMP_1_0) &&
+	    value + vlen <= msg_block(m, STOMP_1_0) + m->block_len[STOMP_1_0]);
 }
 
 static void
@@ -408,7 +425,7 @@ test_dead_letter_plain(void **state)
 	assert_block(d, STOMP_1_2, "destination:/queue/DLQ\n"
 	    DEATH("expired", "/queue/a", "1700000000123")
 	    "x-k:v\npriority:7\ncontent-type:text/plain\ncontent-length:5\n");
-	assert_ptr_equal(d->block[STOMP_1_0], d->block[STOMP_1_2]);
+	assert_ptr_equal(msg_block(d, STOMP_1_0), msg_block(d, STOMP_1_2));
 	assert_int_equal(d->refs, 1);
 	assert_int_equal(d->id, 99);
 	assert_true(d->persistent);
@@ -420,8 +437,8 @@ test_dead_letter_plain(void **state)
 	assert_false(d->queued);
 	assert_null(d->kept);
 	assert_int_equal(d->body_len, 5);
-	assert_memory_equal(d->body, "hello", 6);
-	assert_ptr_not_equal(d->body, m->body);
+	assert_memory_equal(msg_body(d), "hello", 6);
+	assert_ptr_not_equal(msg_body(d), msg_body(m));
 	assert_true(pool.live_bytes > held);
 
 	/* m as it was. */
@@ -590,7 +607,7 @@ test_dead_letter_drops(void **state)
 	assert_non_null(d2);
 	assert_block(d2, STOMP_1_2, "destination:DLQ2\n" DEATH("max-redeliveries", "DLQ", "78")
 	    "x-a:1\nx-a:2\nexpire:keep\nexpiresx:keep\nx-death:keep\nx-b:3\nx-a:3\ncontent-length:4\n");
-	assert_memory_equal(d2->body, "body", 5);
+	assert_memory_equal(msg_body(d2), "body", 5);
 	msg_unref(d2);
 	msg_unref(d);
 	msg_unref(m);

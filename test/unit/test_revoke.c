@@ -36,7 +36,7 @@ revoke_r(struct msg *m, void *arg)
 {
 	size_t *asked = arg;
 	(*asked)++;
-	return m->body_len > 0 && m->body[0] == 'r';
+	return m->body_len > 0 && msg_body(m)[0] == 'r';
 }
 
 static void

@@ -342,8 +342,8 @@ check_body(const struct msg *m, size_t body_len)
 	assert_non_null(want);
 	fill_body(want, m->id, body_len);
 	assert_int_equal(m->body_len, body_len);
-	assert_memory_equal(m->body, want, body_len);
-	assert_int_equal(m->body[body_len], '\0');
+	assert_memory_equal(msg_body(m), want, body_len);
+	assert_int_equal(msg_body(m)[body_len], '\0');
 	free(want);
 }
 
@@ -355,10 +355,10 @@ check_same(const struct msg *got, const struct msg *orig)
 	assert_int_equal(msg_nblocks(got), msg_nblocks(orig));
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
 		assert_int_equal(got->block_len[v], orig->block_len[v]);
-		assert_memory_equal(got->block[v], orig->block[v], orig->block_len[v]);
+		assert_memory_equal(msg_block(got, v), msg_block(orig, v), orig->block_len[v]);
 	}
 	assert_int_equal(got->body_len, orig->body_len);
-	assert_memory_equal(got->body, orig->body, orig->body_len + 1);
+	assert_memory_equal(msg_body(got), msg_body(orig), orig->body_len + 1);
 	assert_true(got->persistent);
 	assert_int_not_equal(store_msg_segment(got), 0);
 }
