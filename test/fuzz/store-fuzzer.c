@@ -215,11 +215,11 @@ snap_msg(const struct msg *m, bool redelivered, void *arg)
 	struct walk *w = arg;
 	uint32_t blocks = 0;
 	for (int v = 0; v < STOMP_VERSIONS; v++)
-		blocks = crc32c(blocks, m->block[v], m->block_len[v]);
+		blocks = crc32c(blocks, msg_block(m, v), m->block_len[v]);
 	snap_add(w->sn, "M %s %08zu %llu %d %zu %08x %08x", w->queue, w->index++,
 	    (unsigned long long)m->id, redelivered, m->body_len,
-	    crc32c(0, m->body, m->body_len), blocks);
-	CHECK(m->body[m->body_len] == '\0', "body not NUL-terminated");
+	    crc32c(0, msg_body(m), m->body_len), blocks);
+	CHECK(msg_body(m)[m->body_len] == '\0', "body not NUL-terminated");
 	CHECK(m->persistent && m->kept != NULL, "recovered message %llu not stored",
 	    (unsigned long long)m->id);
 	if (m->id > w->sn->max_id)
@@ -305,10 +305,10 @@ snap_entry(struct snap *sn, const struct schedule_entry *en)
 	CHECK(m != NULL && m->id == en->id, "schedule entry %llu without its message",
 	    (unsigned long long)en->id);
 	CHECK(m->kept != NULL, "scheduled message %llu not stored", (unsigned long long)m->id);
-	CHECK(m->body[m->body_len] == '\0', "body not NUL-terminated");
+	CHECK(msg_body(m)[m->body_len] == '\0', "body not NUL-terminated");
 	uint32_t blocks = 0;
 	for (int v = 0; v < STOMP_VERSIONS; v++)
-		blocks = crc32c(blocks, m->block[v], m->block_len[v]);
+		blocks = crc32c(blocks, msg_block(m, v), m->block_len[v]);
 	char *name = hex(en->dest, en->dest_len);
 	const struct schedule_spec *sp = &en->spec;
 	const struct cron *c = &sp->cron;
@@ -320,7 +320,7 @@ snap_entry(struct snap *sn, const struct schedule_entry *en)
 	    (unsigned long long)c->minutes, (unsigned)c->hours, (unsigned)c->days,
 	    (unsigned)c->months, (unsigned)c->weekdays, c->days_any, c->weekdays_any,
 	    m->delivered, (unsigned long long)m->expires_ms, (unsigned)m->priority, m->dead,
-	    m->body_len, crc32c(0, m->body, m->body_len), blocks);
+	    m->body_len, crc32c(0, msg_body(m), m->body_len), blocks);
 	free(name);
 	if (m->id > sn->max_id)
 		sn->max_id = m->id;
