@@ -280,8 +280,9 @@ cluster_msg_encode(const struct msg *m, char *out)
 	char *p = out + CLUSTER_MSG_FIXED;
 	for (int v = 0; v < nblocks; v++, p += 4)
 		put_le(p, m->block_len[v], 4);
-	/* The blocks, then the body: one run in the message's data. */
-	memcpy(p, m->data, msg_blocks_len(m) + m->body_len);
+	size_t run;
+	const char *data = msg_blocks_and_body(m, &run);
+	memcpy(p, data, run);
 }
 
 static bool

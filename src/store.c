@@ -427,8 +427,9 @@ append_msg_as(struct store *s, uint8_t type, const struct journal_part *before, 
 	parts[n++] = (struct journal_part){ name, name_len };
 	for (int v = 0; v < nblocks; v++)
 		le_put32(head + MSG_HEAD + 4 * v, m->block_len[v]);
-	/* The blocks, then the body: one run in the message's data. */
-	parts[n++] = (struct journal_part){ m->data, msg_blocks_len(m) + m->body_len };
+	size_t run;
+	const char *data = msg_blocks_and_body(m, &run);
+	parts[n++] = (struct journal_part){ data, run };
 	return append(s, type, parts, n);
 }
 

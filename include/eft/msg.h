@@ -116,6 +116,16 @@ msg_body(const struct msg *m)
 	return m->data + msg_blocks_len(m);
 }
 
+/* The blocks (msg_nblocks of them) and then the body, without its NUL: one
+ * run of *len bytes, which the journal and the cluster store as it is
+ * behind their own heads. */
+static inline const char *
+msg_blocks_and_body(const struct msg *m, size_t *len)
+{
+	*len = msg_blocks_len(m) + m->body_len;
+	return m->data;
+}
+
 /* The bytes a message of n bytes (struct, blocks, body and its NUL) takes:
  * n rounded so that with malloc's 8-byte head it fills a 16-byte step,
  * the way glibc lays out its chunks. */
