@@ -399,11 +399,19 @@ scan_headers(struct parser *p)
 				break;
 			}
 			/* A NUL where a header line should start ends a frame with no
-			 * blank line; accept it as a frame with no body. */
+			 * blank line; accept it as a frame with no body, unless its
+			 * content-length promised one: messages carry the frame's
+			 * content-length as the body's length. */
 			if (q != line || p->nlines == 0)
 				return fail(p, "NUL byte inside the frame's headers");
 			if (p->line_start + 1 - p->start > p->limits.max_frame)
 				return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
+			const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
+			uint64_t body_len;
+			if (cl != NULL && (frame_parse_u64(cl->value, cl->value_len, &body_len) != 0 ||
+			    body_len != 0))
+				return fail(p, "frame ended after its headers, with no blank line, but its "
+				    "content-length is not 0");
 			p->body_start = p->line_start;
 			p->has_length = 1;
 			p->body_end = p->body_start;

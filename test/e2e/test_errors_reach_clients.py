@@ -193,6 +193,27 @@ class LingeringCloseTest(BrokerTest):
         self.assertEqual(f.body.decode(), "The frame could not be parsed: malformed header "
                          "line (no ':') in frame.")
 
+    def test_headers_ended_by_nul_with_a_content_length_are_refused(self):
+        """A SEND ended by its NUL right after its headers has no body: a
+        content-length of 40000 in it is refused, and a consumer of the
+        queue gets the messages around it whole (before, it got a MESSAGE
+        promising 40000 bytes with none behind it, and its stream broke)."""
+        consumer = self.client()
+        harness.subscribe(consumer, "/queue/nulended")
+        c = self.client()
+        c.send_frame("SEND", [("destination", "/queue/nulended")], "before")
+        c.send(b"SEND\ndestination:/queue/nulended\nreceipt:r1\ncontent-length:40000\n\0")
+        f = c.read_frame()
+        self.assertEqual(f.command, "ERROR")
+        self.assertEqual(f["receipt-id"], "r1")
+        self.assertIn("content-length is not 0", f.body.decode())
+        other = self.client()
+        other.send_frame("SEND", [("destination", "/queue/nulended")], "after")
+        for want in (b"before", b"after"):
+            m = consumer.expect("MESSAGE")
+            self.assertEqual(m.body, want)
+            self.assertEqual(m["content-length"], str(len(want)))
+
     def test_client_that_never_closes_is_closed_after_about_2s(self):
         c = self.client()
         port = c.sock.getsockname()[1]

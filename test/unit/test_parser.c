@@ -1201,6 +1201,32 @@ test_limit_max_frame_nul_ended_headers(void **state)
 	b_free(&in);
 }
 
+/* A frame ended by a NUL after its headers has no body: a content-length
+ * other than 0 in it contradicts that, and is refused (a message would
+ * carry that length with no body behind it); 0, or none, is accepted. */
+static void
+test_nul_ended_headers_with_content_length(void **state)
+{
+	(void)state;
+	static const struct parser_limits lim = { 1 << 20, 100, 1024, 0 };
+	static const char bad[] = "SEND\ndestination:/queue/a\ncontent-length:40000\n";
+	expect_error(bad, sizeof(bad), STOMP_1_2, &lim, "content-length is not 0");
+	static const char junk[] = "SEND\ndestination:/queue/a\ncontent-length:x\n";
+	expect_error(junk, sizeof(junk), STOMP_1_2, &lim, "content-length is not 0");
+	static const char *const good[] = {
+		"SEND\ndestination:/queue/a\ncontent-length:0\n",
+		"SEND\ndestination:/queue/a\n",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		struct run r;
+		parse_chunked(good[i], strlen(good[i]) + 1, 1, STOMP_1_2, &lim, &r);
+		assert_false(r.failed);
+		assert_int_equal(r.n, 1);
+		assert_int_equal(r.f[0].body_len, 0);
+		run_free(&r);
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* Many headers: each byte looked at a bounded number of times                */
 
@@ -1704,6 +1730,7 @@ main(void)
 		cmocka_unit_test(test_limit_max_frame_no_content_length),
 		cmocka_unit_test(test_limit_max_frame_headers),
 		cmocka_unit_test(test_limit_max_frame_nul_ended_headers),
+		cmocka_unit_test(test_nul_ended_headers_with_content_length),
 		cmocka_unit_test(test_many_headers_rejected),
 		cmocka_unit_test(test_many_headers_parsed),
 		cmocka_unit_test(test_nul_inside_headers),
