@@ -114,16 +114,23 @@ write_escaped_block(struct block_writer *w, const struct msg_spec *s, const char
 
 static inline struct msg *msg_alloc(struct msg_pool *pool, size_t size);
 
-/* The flags, lifetime and queue fields of a new message: none set, default
- * priority, no expiry, on no list. */
+/* The flags, lifetime and queue fields of a new message: the flags given,
+ * no others set, no expiry, on no list. */
 static inline void
-msg_init_life(struct msg *m)
+msg_init_life(struct msg *m, unsigned priority, bool multi_block, bool persistent,
+    bool now_or_never)
 {
-	m->bits = 0; /* not dead, redelivered, queued, persistent or delivered; no returns */
-	m->priority = MSG_PRIORITY_DEFAULT;
+	/* The flags are built apart and stored in one go: set in place, each
+	 * would first read the block's word, and a recycled block is cold. */
+	struct msg flags;
+	flags.bits = 0; /* not dead, redelivered, queued or delivered; no returns */
+	flags.priority = priority & 0xf;
+	flags.multi_block = multi_block;
+	flags.persistent = persistent;
+	flags.now_or_never = now_or_never;
+	m->bits = flags.bits;
 	m->expiry_slot = 0;
 	m->expires_ms = 0;
-	m->now_or_never = false;
 	m->kept = NULL;
 	/* qprev, qnext: set when it is queued */
 }
@@ -231,14 +238,110 @@ length_text(const struct frame *f, char *buf, size_t *len)
 	return buf;
 }
 
+/* The SEND's header lines as they lie in its frame, when they already are
+ * the plain block but for the message-id line: the destination's line
+ * first, then the lines write_block keeps, up to the content-length's,
+ * and after it only lines write_block leaves out (a receipt, say).  Most
+ * SENDs look like this; their block is then two copies, not one header at
+ * a time in two passes (measure, then write). */
+struct frame_lines {
+	const char *first; /* "destination:...\n" */
+	size_t first_len;
+	const char *rest;  /* the lines after it, to content-length's "\n" */
+	size_t rest_len;
+};
+
+static bool
+frame_lines_fit(const struct msg_spec *s, struct frame_lines *fl)
+{
+	const struct frame *f = s->frame;
+	size_t n = f->nhdr;
+	if (!f->plain || s->reply_to != NULL || n < 2)
+		return false;
+	/* The destination as the frame wrote it. */
+	const struct header *first = &f->hdr[0];
+	if (first->id != HDR_DESTINATION || first->value != s->dest || first->value_len != s->dest_len)
+		return false;
+	size_t bytes = 0, i = 1;
+	for (; i < n && f->hdr[i].id != HDR_CONTENT_LENGTH; i++) {
+		const struct header *h = &f->hdr[i];
+		if (header_dropped(h, DROPPED_KNOWN))
+			return false;
+		bytes += h->name_len + h->value_len + 2;
+	}
+	if (i == n)
+		return false;
+	/* A content-length as length_text takes it (the first one). */
+	const struct header *cl = &f->hdr[i];
+	if (cl->value_len == 0 || (cl->value[0] == '0' && cl->value_len > 1))
+		return false;
+	bytes += cl->name_len + cl->value_len + 2;
+	while (++i < n)
+		if (!header_dropped(&f->hdr[i], DROPPED_KNOWN))
+			return false;
+	fl->first = first->name;
+	fl->first_len = first->name_len + first->value_len + 2;
+	fl->rest = f->hdr[1].name;
+	fl->rest_len = bytes;
+	/* Lines that follow each other with a bare "\n" (no CR) are one run:
+	 * a CR would make the run longer than the lines, or (the last line's)
+	 * take its last byte. */
+	return fl->first + fl->first_len == fl->rest &&
+	    (size_t)(cl->value + cl->value_len + 1 - fl->rest) == bytes && fl->rest[bytes - 1] == '\n';
+}
+
+/* A new message of n bytes in all from spec s, its fields set. */
+static inline __attribute__((always_inline)) struct msg *
+msg_start(const struct msg_spec *s, size_t n, int nblocks)
+{
+	struct msg *m = msg_alloc(s->pool, n);
+	if (m == NULL)
+		return NULL;
+	m->refs = 1;
+	m->id = s->id;
+	msg_init_life(m, s->priority, nblocks > 1, false, s->now_or_never);
+	m->expires_ms = s->expires_ms;
+	return m;
+}
+
+/* The body, and its NUL, at p. */
+static struct msg *
+msg_put_body(struct msg *m, char *p, const struct frame *f)
+{
+	m->body_len = (uint32_t)f->body_len;
+	memcpy(p, f->body, m->body_len);
+	p[m->body_len] = '\0';
+	return m;
+}
+
 struct msg *
 msg_new(const struct msg_spec *s)
 {
 	char id_buf[24], clen_buf[24];
 	size_t id_len, clen_len;
 	const char *id = id_text(s->pool, s->id, id_buf, &id_len);
-	const char *clen = length_text(s->frame, clen_buf, &clen_len);
 
+	struct frame_lines fl;
+	if (frame_lines_fit(s, &fl)) {
+		size_t len = fl.first_len + 11 + id_len + 1 + fl.rest_len;
+		struct msg *m = msg_start(s, sizeof(struct msg) + len + s->frame->body_len + 1, 1);
+		if (m == NULL)
+			return NULL;
+		char *p = m->data;
+		memcpy(p, fl.first, fl.first_len);
+		p += fl.first_len;
+		memcpy(p, "message-id:", 11);
+		memcpy(p + 11, id, id_len);
+		p += 11 + id_len;
+		*p++ = '\n';
+		memcpy(p, fl.rest, fl.rest_len);
+		p += fl.rest_len;
+		for (int v = 0; v < STOMP_VERSIONS; v++)
+			m->block_len[v] = (uint32_t)len;
+		return msg_put_body(m, p, s->frame);
+	}
+
+	const char *clen = length_text(s->frame, clen_buf, &clen_len);
 	/* One block serves every version unless something must be escaped. */
 	int nblocks = spec_needs_escape(s) ? STOMP_VERSIONS : 1;
 	size_t lens[STOMP_VERSIONS], total = 0;
@@ -252,16 +355,9 @@ msg_new(const struct msg_spec *s)
 		total += w.len;
 	}
 
-	struct msg *m = msg_alloc(s->pool, sizeof(struct msg) + total + s->frame->body_len + 1);
+	struct msg *m = msg_start(s, sizeof(struct msg) + total + s->frame->body_len + 1, nblocks);
 	if (m == NULL)
 		return NULL;
-	m->refs = 1;
-	m->id = s->id;
-	msg_init_life(m);
-	m->priority = s->priority;
-	m->expires_ms = s->expires_ms;
-	m->now_or_never = s->now_or_never;
-	m->multi_block = nblocks > 1;
 	char *p = m->data;
 	for (int v = 0; v < nblocks; v++) {
 		struct block_writer w = { .v = (enum stomp_version)v, .plain = nblocks == 1, .p = p };
@@ -274,10 +370,7 @@ msg_new(const struct msg_spec *s)
 	}
 	for (int v = nblocks; v < STOMP_VERSIONS; v++)
 		m->block_len[v] = m->block_len[0];
-	m->body_len = (uint32_t)s->frame->body_len;
-	memcpy(p, s->frame->body, m->body_len);
-	p[m->body_len] = '\0';
-	return m;
+	return msg_put_body(m, p, s->frame);
 }
 
 struct msg *
@@ -294,9 +387,7 @@ msg_restore(struct msg_pool *pool, uint64_t id, int nblocks, const char *const *
 		return NULL;
 	m->refs = 1;
 	m->id = id;
-	msg_init_life(m);
-	m->persistent = true;
-	m->multi_block = nblocks > 1;
+	msg_init_life(m, MSG_PRIORITY_DEFAULT, nblocks > 1, true, false);
 	char *p = m->data;
 	for (int v = 0; v < STOMP_VERSIONS; v++) {
 		int from = v < nblocks ? v : 0;

@@ -287,6 +287,98 @@ test_dropped_headers(void **state)
 	msg_pool_drain(&pool);
 }
 
+/* A SEND whose own lines are the block but for message-id is built from
+ * them in two copies (msg_new's frame_lines_fit), lines left out after
+ * content-length's skipped; any other is built header by header.  Both must give the same bytes as write_block's order: the
+ * destination, message-id, reply-to, the kept headers, content-length. */
+static void
+test_block_from_frame_lines(void **state)
+{
+	(void)state;
+	struct msg_pool pool;
+	msg_pool_init(&pool, 1 << 20);
+	static const struct {
+		const char *head;
+		const char *reply_to;
+		const char *want;
+	} cases[] = {
+		/* the SEND's lines as they are */
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\nx-k:v\ncontent-type:text/plain\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-type:text/plain\n"
+		    "content-length:5\n" },
+		/* after content-length, lines that are left out */
+		{ "SEND\ndestination:/queue/a\nx-k:v\ncontent-length:5\nreceipt:9\ntransaction:t\n\n",
+		    NULL, "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\ncontent-length:7\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		/* not: a line kept after content-length's */
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\nx-k:v\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\nreceipt:9\nx-k:v\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		/* not: a header between that is left out */
+		{ "SEND\ndestination:/queue/a\nreceipt:9\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\nredelivered:true\nx-k:v\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ndestination:/queue/b\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		/* not: another order, or no content-length */
+		{ "SEND\ncontent-length:5\ndestination:/queue/a\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		{ "SEND\nx-k:v\ndestination:/queue/a\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\nx-k:v\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		/* not: CRLF line ends, on every line or on one */
+		{ "SEND\r\ndestination:/queue/a\r\nx-k:v\r\ncontent-length:5\r\n\r\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\r\nx-k:v\ncontent-length:5\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\nx-k:v\ncontent-length:5\r\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\nx-k:v\ncontent-length:5\n" },
+		/* not: a content-length written otherwise, a reply-to replaced */
+		{ "SEND\ndestination:/queue/a\ncontent-length:05\n\n", NULL,
+		    "destination:/queue/a\nmessage-id:42\ncontent-length:5\n" },
+		{ "SEND\ndestination:/queue/a\ncontent-length:5\n\n", "/queue/t-1",
+		    "destination:/queue/a\nmessage-id:42\nreply-to:/queue/t-1\ncontent-length:5\n" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct msg *m = build_reply_to(&pool, STOMP_1_2, cases[i].head, "hello", 5, 42,
+		    cases[i].reply_to);
+		size_t len = strlen(cases[i].want);
+		for (int v = 0; v < STOMP_VERSIONS; v++) {
+			assert_int_equal(m->block_len[v], len);
+			assert_memory_equal(msg_block(m, (enum stomp_version)v), cases[i].want, len);
+		}
+		assert_memory_equal(msg_body(m), "hello", 6);
+		msg_unref(m);
+	}
+
+	/* A destination other than the frame's own bytes (an alias resolved)
+	 * is written as given. */
+	static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
+	static const char frame[] = "SEND\ndestination:/queue/a\ncontent-length:5\n\nhello";
+	struct parser p;
+	struct frame *f;
+	parser_init(&p, &limits);
+	p.version = STOMP_1_2;
+	assert_int_equal(parser_feed(&p, frame, sizeof(frame)), 0); /* with its NUL */
+	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
+	struct msg_spec spec = { .pool = &pool, .frame = f, .dest = "/queue/b", .dest_len = 8,
+		.id = 43, .priority = MSG_PRIORITY_DEFAULT };
+	struct msg *m = msg_new(&spec);
+	assert_non_null(m);
+	const char *want = "destination:/queue/b\nmessage-id:43\ncontent-length:5\n";
+	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
+	assert_memory_equal(msg_block(m, STOMP_1_2), want, strlen(want));
+	msg_unref(m);
+	parser_free(&p);
+	msg_pool_drain(&pool);
+}
+
 /* content-length is written as a number is: the SEND's own text when it is
  * that, not when it has leading zeros; and for a body without one. */
 static void
@@ -667,6 +759,7 @@ main(void)
 		cmocka_unit_test(test_format_u64),
 		cmocka_unit_test(test_ids_in_turn),
 		cmocka_unit_test(test_content_length_as_written),
+		cmocka_unit_test(test_block_from_frame_lines),
 		cmocka_unit_test(test_dropped_headers),
 		cmocka_unit_test(test_clone),
 		cmocka_unit_test(test_header),
