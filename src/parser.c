@@ -407,9 +407,10 @@ scan_headers(struct parser *p)
 			if (p->line_start + 1 - p->start > p->limits.max_frame)
 				return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
 			const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
-			uint64_t body_len;
-			if (cl != NULL && (frame_parse_u64(cl->value, cl->value_len, &body_len) != 0 ||
-			    body_len != 0))
+			uint64_t body_len = 0;
+			if (cl != NULL && frame_parse_u64(cl->value, cl->value_len, &body_len) != 0)
+				return fail(p, "content-length is not a number");
+			if (body_len != 0)
 				return fail(p, "frame ended after its headers, with no blank line, but its "
 				    "content-length is not 0");
 			p->body_start = p->line_start;

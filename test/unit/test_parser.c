@@ -1203,7 +1203,8 @@ test_limit_max_frame_nul_ended_headers(void **state)
 
 /* A frame ended by a NUL after its headers has no body: a content-length
  * other than 0 in it contradicts that, and is refused (a message would
- * carry that length with no body behind it); 0, or none, is accepted. */
+ * carry that length with no body behind it), as one that is no number
+ * is; 0, or none, is accepted. */
 static void
 test_nul_ended_headers_with_content_length(void **state)
 {
@@ -1212,7 +1213,7 @@ test_nul_ended_headers_with_content_length(void **state)
 	static const char bad[] = "SEND\ndestination:/queue/a\ncontent-length:40000\n";
 	expect_error(bad, sizeof(bad), STOMP_1_2, &lim, "content-length is not 0");
 	static const char junk[] = "SEND\ndestination:/queue/a\ncontent-length:x\n";
-	expect_error(junk, sizeof(junk), STOMP_1_2, &lim, "content-length is not 0");
+	expect_error(junk, sizeof(junk), STOMP_1_2, &lim, "content-length is not a number");
 	static const char *const good[] = {
 		"SEND\ndestination:/queue/a\ncontent-length:0\n",
 		"SEND\ndestination:/queue/a\n",
