@@ -359,23 +359,12 @@ test_block_from_frame_lines(void **state)
 
 	/* A destination other than the frame's own bytes (an alias resolved)
 	 * is written as given. */
-	static const struct parser_limits limits = { 1 << 24, 100, 1 << 16, 0 };
-	static const char frame[] = "SEND\ndestination:/queue/a\ncontent-length:5\n\nhello";
-	struct parser p;
-	struct frame *f;
-	parser_init(&p, &limits);
-	p.version = STOMP_1_2;
-	assert_int_equal(parser_feed(&p, frame, sizeof(frame)), 0); /* with its NUL */
-	assert_int_equal(parser_next(&p, &f), PARSE_FRAME);
-	struct msg_spec spec = { .pool = &pool, .frame = f, .dest = "/queue/b", .dest_len = 8,
-		.id = 43, .priority = MSG_PRIORITY_DEFAULT };
-	struct msg *m = msg_new(&spec);
-	assert_non_null(m);
+	struct msg *m = build_as(&pool, STOMP_1_2, "SEND\ndestination:/queue/a\ncontent-length:5\n\n",
+	    "hello", 5, 43, NULL, "/queue/b");
 	const char *want = "destination:/queue/b\nmessage-id:43\ncontent-length:5\n";
 	assert_int_equal(m->block_len[STOMP_1_2], strlen(want));
 	assert_memory_equal(msg_block(m, STOMP_1_2), want, strlen(want));
 	msg_unref(m);
-	parser_free(&p);
 	msg_pool_drain(&pool);
 }
 
