@@ -224,13 +224,21 @@ id_text(struct msg_pool *pool, uint64_t id, char *buf, size_t *len)
 	return t;
 }
 
+/* Whether a content-length header wrote its number as msg_format_u64 would
+ * (no leading zero), so its text can be the message's. */
+static inline bool
+length_as_formatted(const struct header *cl)
+{
+	return cl->value_len > 0 && (cl->value[0] != '0' || cl->value_len == 1);
+}
+
 /* The body's length as the frame's content-length wrote it, if it wrote it
- * as msg_format_u64 would (no leading zero), else formatted into buf. */
+ * as msg_format_u64 would, else formatted into buf. */
 static const char *
 length_text(const struct frame *f, char *buf, size_t *len)
 {
 	const struct header *cl = frame_get(f, HDR_CONTENT_LENGTH);
-	if (cl != NULL && cl->value_len > 0 && (cl->value[0] != '0' || cl->value_len == 1)) {
+	if (cl != NULL && length_as_formatted(cl)) {
 		*len = cl->value_len;
 		return cl->value;
 	}
@@ -273,7 +281,7 @@ frame_lines_fit(const struct msg_spec *s, struct frame_lines *fl)
 		return false;
 	/* A content-length as length_text takes it (the first one). */
 	const struct header *cl = &f->hdr[i];
-	if (cl->value_len == 0 || (cl->value[0] == '0' && cl->value_len > 1))
+	if (!length_as_formatted(cl))
 		return false;
 	bytes += cl->name_len + cl->value_len + 2;
 	while (++i < n)

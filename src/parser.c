@@ -360,16 +360,29 @@ take_line(struct parser *p, char *line, size_t n)
 	return PARSE_NEED_MORE;
 }
 
+/* The body's length the frame's content-length declares (*declared false
+ * and 0 if it has none); PARSE_ERROR if it is no number. */
+static inline enum parser_result
+declared_length(struct parser *p, bool *declared, uint64_t *len)
+{
+	const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
+	*declared = cl != NULL;
+	*len = 0;
+	if (cl != NULL && frame_parse_u64(cl->value, cl->value_len, len) != 0)
+		return fail(p, "content-length is not a number");
+	return PARSE_NEED_MORE;
+}
+
 /* The blank line was seen: work out where the body ends. */
 static enum parser_result
 end_headers(struct parser *p)
 {
 	p->has_length = 0;
-	const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
-	if (cl != NULL) {
-		uint64_t body_len;
-		if (frame_parse_u64(cl->value, cl->value_len, &body_len) != 0)
-			return fail(p, "content-length is not a number");
+	bool declared;
+	uint64_t body_len;
+	if (declared_length(p, &declared, &body_len) == PARSE_ERROR)
+		return PARSE_ERROR;
+	if (declared) {
 		size_t head = p->body_start - p->start;
 		if (p->limits.max_body && body_len > p->limits.max_body)
 			return fail_limit(p, "body too large", body_len, PARSER_LIMIT_BODY);
@@ -406,10 +419,10 @@ scan_headers(struct parser *p)
 				return fail(p, "NUL byte inside the frame's headers");
 			if (p->line_start + 1 - p->start > p->limits.max_frame)
 				return fail_limit(p, "frame too large", 0, PARSER_LIMIT_FRAME);
-			const struct header *cl = frame_get(&p->frame, HDR_CONTENT_LENGTH);
-			uint64_t body_len = 0;
-			if (cl != NULL && frame_parse_u64(cl->value, cl->value_len, &body_len) != 0)
-				return fail(p, "content-length is not a number");
+			bool declared;
+			uint64_t body_len;
+			if (declared_length(p, &declared, &body_len) == PARSE_ERROR)
+				return PARSE_ERROR;
 			if (body_len != 0)
 				return fail(p, "frame ended after its headers, with no blank line, but its "
 				    "content-length is not 0");
